@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# make setup: system packages, the Python environment, the C kernels. Idempotent: a second run
+# checks stamps and returns in seconds. Safe to run as a user: it never calls sudo itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SYSTEM_PACKAGES=(
+  openmpi-bin libopenmpi-dev libpmix-dev
+  slurm-wlm slurmdbd slurm-client munge mariadb-server
+  hwloc libhwloc-dev numactl likwid
+  gcc g++ make pkg-config python3-venv python3-dev
+  iproute2 util-linux procps valgrind chromium
+)
+
+say() { printf '[setup] %s\n' "$*"; }
+
+# 1. System packages -------------------------------------------------------------------------
+missing=()
+for pkg in "${SYSTEM_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if ! command -v apt-get >/dev/null; then
+    say "missing system packages: ${missing[*]}"
+    say "this set-up knows Debian/Ubuntu (apt-get); install the equivalents with your package manager."
+    exit 1
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    say "missing system packages: ${missing[*]}"
+    say "run this once, then 'make setup' again:"
+    echo "    sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}"
+    exit 1
+  fi
+  say "installing system packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  # Debian's postinst scripts try to start munge/mariadb/slurm services; the project starts its
+  # own daemons, so policy-rc.d tells invoke-rc.d not to start anything during the install.
+  policy=/usr/sbin/policy-rc.d; had_policy=0; [[ -e $policy ]] && had_policy=1
+  if ((!had_policy)); then printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; fi
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  ((had_policy)) || rm -f "$policy"
+else
+  say "system packages: all present"
+fi
+
+# 2. Python environment ----------------------------------------------------------------------
+PYTHON=${PYTHON:-python3}
+stamp=.venv/.hpclab-stamp
+want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+if [[ -x .venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then
+  say "python environment: up to date (.venv)"
+else
+  say "python environment: creating .venv with $($PYTHON --version 2>&1)"
+  [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  # mpi4py is compiled with the system mpicc so that it uses the same Open MPI as the kernels.
+  MPICC=mpicc .venv/bin/pip install -q --no-binary mpi4py -e '.[test]'
+  echo "$want" > "$stamp"
+  say "python environment: ready"
+fi
+
+# 3. C kernels ---------------------------------------------------------------------------------
+if [[ -f src/Makefile ]]; then
+  make -s -C src
+  say "C kernels: built into build/bin"
+fi
