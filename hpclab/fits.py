@@ -1,0 +1,94 @@
+"""The Hockney model of a point-to-point message: t(m) = L + m / BW.
+
+L is the latency (time of an empty message) and BW the asymptotic bandwidth. With t in
+microseconds, m in bytes and BW in MB/s (10^6 bytes per second), m / BW is already in
+microseconds, so the model is linear in (L, 1/BW) and a least-squares fit is exact.
+The fit is done on a size range the student chooses: one straight line cannot describe both
+eager and rendezvous protocols, and the residual panel shows where it stops fitting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hpclab.errors import HpclabError
+
+
+@dataclass(frozen=True)
+class HockneyFit:
+    """Result of a Hockney fit.
+
+    latency_us: L in microseconds; bandwidth_mb_s: BW in MB/s (10^6 bytes/s);
+    bytes, t_usec: the points used (arrays); residuals_us: measured - model, microseconds;
+    size_range: (smallest, largest) message size in bytes used; relative: whether the
+    squared relative errors were minimised.
+    """
+
+    latency_us: float
+    bandwidth_mb_s: float
+    bytes: np.ndarray
+    t_usec: np.ndarray
+    residuals_us: np.ndarray
+    size_range: tuple[int, int]
+    relative: bool
+
+    def predict(self, nbytes) -> np.ndarray:
+        """Model time in microseconds for message sizes nbytes (bytes, scalar or array)."""
+        return self.latency_us + np.asarray(nbytes, dtype=float) / self.bandwidth_mb_s
+
+    @property
+    def relative_residuals(self) -> np.ndarray:
+        """(measured - model) / measured, dimensionless."""
+        return self.residuals_us / self.t_usec
+
+    @property
+    def half_bandwidth_bytes(self) -> float:
+        """n_1/2: the message size (bytes) that reaches half of BW, equal to L * BW."""
+        return self.latency_us * self.bandwidth_mb_s
+
+
+def hockney_fit(nbytes, t_usec, size_range: tuple[float, float] | None = None,
+                relative: bool = True) -> HockneyFit:
+    """Fit t = L + m / BW by least squares.
+
+    nbytes: message sizes in bytes; t_usec: one-way times in microseconds (same length).
+    size_range: (min_bytes, max_bytes), inclusive; only points inside are fitted (default all).
+    relative: minimise squared relative errors (default). Sizes span many decades, and an
+    absolute fit lets the largest messages decide everything, leaving L meaningless.
+    Returns a HockneyFit. Raises HpclabError when fewer than two distinct sizes fall in the
+    range, when times are not positive, or when the fitted bandwidth is not positive.
+    """
+    m = np.asarray(nbytes, dtype=float)
+    t = np.asarray(t_usec, dtype=float)
+    if m.shape != t.shape or m.ndim != 1:
+        raise HpclabError(f"sizes and times differ in shape ({m.shape} vs {t.shape})",
+                          "pass two 1-D sequences of equal length")
+    if not (np.isfinite(m).all() and np.isfinite(t).all()):
+        raise HpclabError("sizes or times contain NaN or infinity", "drop incomplete rows first")
+    lo, hi = size_range if size_range is not None else (m.min(initial=0), m.max(initial=0))
+    if lo > hi:
+        raise HpclabError(f"size range ({lo}, {hi}) is empty", "give (smallest, largest) bytes")
+    keep = (m >= lo) & (m <= hi)
+    m, t = m[keep], t[keep]
+    if len(np.unique(m)) < 2:
+        raise HpclabError(
+            f"only {len(np.unique(m))} distinct message size(s) between {lo:g} and {hi:g} bytes",
+            "widen the size range: a line needs at least two sizes",
+        )
+    if (t <= 0).any():
+        raise HpclabError("a message time is zero or negative", "check the pingpong table")
+    design = np.column_stack([np.ones_like(m), m])
+    weights = 1.0 / t if relative else np.ones_like(t)
+    coef, *_ = np.linalg.lstsq(design * weights[:, None], t * weights, rcond=None)
+    latency, inv_bw = float(coef[0]), float(coef[1])
+    if inv_bw <= 0:
+        raise HpclabError(
+            f"time does not grow with message size between {lo:g} and {hi:g} bytes "
+            "(fitted bandwidth would be infinite or negative)",
+            "fit a range that includes large messages (e.g. 64 KiB and up)",
+        )
+    resid = t - (latency + m * inv_bw)
+    return HockneyFit(latency_us=latency, bandwidth_mb_s=1.0 / inv_bw, bytes=m, t_usec=t,
+                      residuals_us=resid, size_range=(int(lo), int(hi)), relative=relative)
