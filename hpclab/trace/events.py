@@ -1,0 +1,232 @@
+"""The event table: the one contract between the tracer's loader and every analysis.
+
+A trace is a `Trace`: an events DataFrame plus three side tables. The loader
+(`hpclab/trace/load.py`) produces it from the tracer's binary files; `TraceBuilder`
+(`hpclab/trace/builder.py`) produces it for tests; `replay` produces it from another trace.
+Every analysis (profile, split, wait states, message matrix, timeline) reads only this.
+
+Events table: one row per event, sorted by (rank, seq), index 0..n-1.
+
+| column      | dtype  | meaning |
+|-------------|--------|---------|
+| rank        | int64  | world rank that recorded the event |
+| seq         | int64  | per-rank order, strictly increasing within a rank |
+| t_enter     | int64  | ns, entry time, already corrected to rank 0's clock by the loader |
+| t_exit      | int64  | ns, exit time (>= t_enter; the next event on the rank enters >= this) |
+| call        | str    | one of CALLS below |
+| peer        | int64  | world rank the message goes to (sends) / came from (receives: the MATCHED source, from the status); -1 none; -2 MPI_PROC_NULL |
+| tag         | int64  | tag (receives: the matched tag); -1 none |
+| comm        | int64  | communicator id (0 = MPI_COMM_WORLD); for Cart_create/Comm_split/Comm_dup the communicator passed in (the parent) |
+| bytes       | int64  | payload bytes (sends/receives: message; collectives: per-rank contribution) |
+| req         | int64  | tool-assigned request id of an Isend/Irecv (unique within a rank), else -1 |
+| completes   | object | tuple of request ids this Wait/Waitall/Test/Testall completed; () otherwise (MPI_REQUEST_NULL is simply absent) |
+| root        | int64  | world rank of the root of Bcast/Reduce, else -1 |
+| name        | str    | region name for region_begin/region_end, else "" |
+| recv_peer   | int64  | Sendrecv only: matched source of the receive part, else -1 |
+| recv_tag    | int64  | Sendrecv only: matched tag of the receive part, else -1 |
+| recv_bytes  | int64  | Sendrecv only: bytes received, else 0 |
+
+For MPI_Sendrecv, peer/tag/bytes describe the send part. The gap between one event's t_exit and
+the next event's t_enter on the same rank is compute (a "burst"). Region markers are zero-width
+or nearly so; region_begin/region_end must nest properly on each rank.
+
+Side tables:
+- comms: dict comm id -> list of world ranks in communicator-rank order (0 -> all ranks).
+- hosts: dict rank -> hostname (the rank -> node map).
+- meta: dict of free-form facts (program, model name for replayed traces, clock-offset notes...).
+
+`check(trace)` returns every problem found (each names the rank and the event);
+`validate(trace)` raises HpclabError on the first fatal one and returns the warnings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hpclab.errors import HpclabError
+
+P2P_SEND = ("MPI_Send", "MPI_Isend")
+P2P_RECV = ("MPI_Recv", "MPI_Irecv")
+WAITS = ("MPI_Wait", "MPI_Waitall", "MPI_Test", "MPI_Testall")
+COLLECTIVES = ("MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce")
+COMM_CREATE = ("MPI_Cart_create", "MPI_Comm_split", "MPI_Comm_dup")
+REGIONS = ("region_begin", "region_end")
+CALLS = (P2P_SEND + P2P_RECV + ("MPI_Sendrecv",) + WAITS + COLLECTIVES
+         + ("MPI_Init", "MPI_Finalize") + COMM_CREATE + REGIONS)
+
+PROC_NULL = -2
+NO_PEER = -1
+
+INT_COLUMNS = ("rank", "seq", "t_enter", "t_exit", "peer", "tag", "comm", "bytes", "req",
+               "root", "recv_peer", "recv_tag", "recv_bytes")
+COLUMNS = ("rank", "seq", "t_enter", "t_exit", "call", "peer", "tag", "comm", "bytes", "req",
+           "completes", "root", "name", "recv_peer", "recv_tag", "recv_bytes")
+
+
+@dataclass
+class Trace:
+    """One traced (or replayed, or built) run.
+
+    events: DataFrame with COLUMNS (see module docstring), sorted by (rank, seq).
+    comms: comm id -> list of world ranks.  hosts: rank -> hostname.  meta: free-form.
+    """
+
+    events: pd.DataFrame
+    comms: dict = field(default_factory=dict)
+    hosts: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def nranks(self) -> int:
+        """Number of ranks: the size of COMM_WORLD if known, else 1 + the largest rank seen."""
+        if 0 in self.comms:
+            return len(self.comms[0])
+        return int(self.events["rank"].max()) + 1 if len(self.events) else 0
+
+    def with_events(self, events: pd.DataFrame, **meta) -> "Trace":
+        """A new Trace sharing the side tables, with other events and extra meta entries."""
+        return Trace(events, dict(self.comms), dict(self.hosts), {**self.meta, **meta})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a trace. fatal: analysis cannot go on; else a warning."""
+
+    fatal: bool
+    rank: int | None
+    seq: int | None
+    call: str | None
+    what: str
+
+    def __str__(self) -> str:
+        where = "trace" if self.rank is None else f"rank {self.rank}"
+        if self.seq is not None:
+            where += f", event seq {self.seq} ({self.call})"
+        return f"{where}: {self.what}"
+
+
+def empty_events() -> pd.DataFrame:
+    """An events table with the right columns and dtypes and no rows."""
+    return normalise(pd.DataFrame({c: [] for c in COLUMNS}))
+
+
+def normalise(df: pd.DataFrame) -> pd.DataFrame:
+    """Cast the columns to the contract's dtypes, sort by (rank, seq), reset the index.
+
+    Raises HpclabError if a column is missing or cannot be cast (a foreign table)."""
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise HpclabError(
+            f"the events table lacks the column(s) {', '.join(missing)}; it is not an hpclab trace",
+            "load traces with hpclab.trace.load.load_run(run_dir), or build them with TraceBuilder")
+    out = pd.DataFrame(index=range(len(df)))
+    for c in INT_COLUMNS:
+        try:
+            out[c] = df[c].to_numpy().astype(np.int64)
+        except (TypeError, ValueError) as err:
+            raise HpclabError(f"events column {c!r} is not integer ({err})",
+                              "check the loader output against hpclab/trace/events.py") from None
+    out["call"] = df["call"].astype(str).to_numpy()
+    out["name"] = df["name"].fillna("").astype(str).to_numpy()
+    out["completes"] = [tuple(int(x) for x in v) if isinstance(v, (tuple, list, np.ndarray)) else ()
+                        for v in df["completes"]]
+    out = out[list(COLUMNS)]
+    return out.sort_values(["rank", "seq"], kind="stable").reset_index(drop=True)
+
+
+def check(trace: Trace) -> list[Problem]:
+    """Every problem in a trace, each naming the rank and event. Fatal problems come first.
+
+    Checks: columns and dtypes, known call names, seq order, t_exit >= t_enter, no overlap of
+    consecutive events, peers and roots in range, regions nested, MPI_Finalize present (a missing
+    one means the run crashed: a warning), ranks of COMM_WORLD without events. Message matching
+    is checked by hpclab.trace.matching.match (it knows the FIFO rules)."""
+    ev = trace.events
+    missing = [c for c in COLUMNS if c not in ev.columns]
+    if missing:
+        return [Problem(True, None, None, None,
+                        f"the events table lacks the column(s) {', '.join(missing)}; "
+                        "it is not an hpclab trace (truncated or foreign file?)")]
+    if len(ev) == 0:
+        return [Problem(True, None, None, None, "the trace has no events")]
+    out: list[Problem] = []
+    rank = ev["rank"].to_numpy()
+    seq = ev["seq"].to_numpy()
+    te = ev["t_enter"].to_numpy()
+    tx = ev["t_exit"].to_numpy()
+    call = ev["call"].to_numpy()
+
+    def add(fatal, i, what):
+        out.append(Problem(fatal, int(rank[i]), int(seq[i]), str(call[i]), what))
+
+    if not (np.all(np.diff(rank) >= 0)):
+        out.append(Problem(True, None, None, None, "events are not sorted by rank; "
+                           "pass the table through hpclab.trace.events.normalise"))
+        return out
+    bad = np.flatnonzero(~np.isin(call, CALLS))
+    for i in bad[:5]:
+        add(True, i, f"unknown call name {call[i]!r}")
+    same = rank[1:] == rank[:-1]
+    for i in np.flatnonzero(same & (seq[1:] <= seq[:-1]))[:5]:
+        add(True, i + 1, f"seq does not increase (previous seq {seq[i]})")
+    for i in np.flatnonzero(tx < te)[:5]:
+        add(True, i, f"exits before it enters ({tx[i]} < {te[i]} ns)")
+    for i in np.flatnonzero(same & (te[1:] < tx[:-1]))[:5]:
+        add(True, i + 1, f"enters at {te[i + 1]} ns, before the previous event exits ({tx[i]} ns)")
+    n = trace.nranks
+    peer = ev["peer"].to_numpy()
+    for i in np.flatnonzero((peer >= n) | (peer < PROC_NULL))[:5]:
+        add(True, i, f"peer {peer[i]} is not a rank of this {n}-rank run")
+    root = ev["root"].to_numpy()
+    rooted = np.isin(call, ("MPI_Bcast", "MPI_Reduce"))
+    for i in np.flatnonzero(rooted & ((root < 0) | (root >= n)))[:5]:
+        add(True, i, f"root {root[i]} is not a rank of this {n}-rank run")
+    out.extend(_check_regions(ev))
+    present = set(np.unique(rank).tolist())
+    for r in sorted(set(range(n)) - present)[:5]:
+        out.append(Problem(False, r, None, None, "has no events (its trace file is missing or empty)"))
+    fin = set(np.unique(rank[call == "MPI_Finalize"]).tolist())
+    for r in sorted(present - fin)[:5]:
+        last = np.flatnonzero(rank == r)[-1]
+        add(False, last, "is the last event: MPI_Finalize was never reached (crashed or killed run?); "
+            "the trace is analysed up to here")
+    out.sort(key=lambda p: not p.fatal)
+    return out
+
+
+def _check_regions(ev: pd.DataFrame) -> list[Problem]:
+    out = []
+    reg = ev[ev["call"].isin(REGIONS)]
+    for r, grp in reg.groupby("rank", sort=True):
+        stack: list[str] = []
+        for seq, call, name in zip(grp["seq"], grp["call"], grp["name"]):
+            if call == "region_begin":
+                stack.append(name)
+            elif not stack or stack[-1] != name:
+                open_ = stack[-1] if stack else "none"
+                out.append(Problem(True, int(r), int(seq), call,
+                                   f"ends region {name!r} but the open region is {open_!r}"))
+                break
+            else:
+                stack.pop()
+        else:
+            if stack:
+                out.append(Problem(False, int(r), None, None,
+                                   f"region {stack[-1]!r} is never closed; it is closed at the "
+                                   "rank's last event"))
+    return out
+
+
+def validate(trace: Trace) -> list[Problem]:
+    """Raise HpclabError naming the rank and event of the first fatal problem; return warnings."""
+    problems = check(trace)
+    fatal = [p for p in problems if p.fatal]
+    if fatal:
+        more = f" (and {len(fatal) - 1} more)" if len(fatal) > 1 else ""
+        raise HpclabError(f"bad trace: {fatal[0]}{more}",
+                          "re-run with the tracer, or fix the loader; see hpclab/trace/events.py "
+                          "for the event table contract")
+    return problems
