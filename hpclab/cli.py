@@ -1,0 +1,91 @@
+"""The `hpclab` command: the cluster, experiments and trace analysis from a terminal.
+
+Each area registers its own subcommands (`add_commands(subparsers)` in its cli_* module); this
+file only assembles them and turns an HpclabError into a short message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from hpclab.errors import HpclabError
+
+# Modules that add subcommands; a missing one (a part not built yet) is skipped.
+COMMAND_MODULES = ["hpclab.cli_run", "hpclab.cli_trace", "hpclab.cli_course"]
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from hpclab import cluster
+    from hpclab.cluster import local
+
+    if args.action == "up":
+        nodes = None
+        if args.nodes is not None or args.link is not None:
+            from hpclab.cluster import vnodes  # multi-node mode on one machine
+
+            report = vnodes.up(nodes=args.nodes or 2, cpus_per_node=args.cpus_per_node, link=args.link or "unshaped")
+        else:
+            report = local.up(nodes=nodes)
+        verb = "already running" if report.already_running else f"started in {report.seconds:.1f} s"
+        print(f"hpclab cluster {verb}: nodes {', '.join(report.nodes)}")
+        print(f"  {report.client_config}")
+        return 0
+    if args.action == "down":
+        try:
+            from hpclab.cluster import vnodes
+        except ImportError:
+            vnodes = None
+        stopped = vnodes.down() if vnodes else local.down()
+        print("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
+        return 0
+    if args.action == "status":
+        st = cluster.status()
+        print(st.render())
+        return 0 if st.running else 1
+    if args.action == "env":
+        sys.stdout.write(cluster.env_script())
+        return 0
+    raise AssertionError(args.action)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hpclab", description="The hpclab course: cluster, experiments, analysis.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("cluster", help="start, stop or inspect the local Slurm cluster")
+    p.add_argument("action", choices=["up", "down", "status", "env"])
+    p.add_argument("--nodes", type=int, help="virtual nodes on this machine (multi-node mode)")
+    p.add_argument("--cpus-per-node", type=int, help="CPUs each virtual node gets")
+    p.add_argument("--link", help="link profile between virtual nodes (e.g. unshaped, 10g, 1g, 100m)")
+    p.set_defaults(func=_cluster)
+
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue
+            raise
+        module.add_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except HpclabError as e:
+        print(f"hpclab: {e.what}", file=sys.stderr)
+        if e.hint:
+            print(f"  what to do: {e.hint}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hpclab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

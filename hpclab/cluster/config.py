@@ -1,0 +1,301 @@
+"""Configuration of the embedded Slurm cluster: layout of the state folder and the config files.
+
+Everything the cluster writes lives below one state folder (hpclab.paths.state_dir(), git-ignored):
+
+    etc/       slurm.conf, slurmdbd.conf, the munge key, the database password
+    run/       pid files and the munge socket
+    log/       one log per daemon
+    spool/     slurmctld state and one slurmd spool per node
+    mariadb/   the accounting database's data directory and socket
+
+Node lines are the machine's own: CPUs, sockets, cores, threads and memory come from `slurmd -C`,
+checked against hwloc, so the cluster never claims cores the machine does not have.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import socket
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hpclab import paths
+from hpclab.errors import HpclabError
+
+CLUSTER_NAME = "hpclab"
+PARTITION = "debug"
+MARKER = "# hpclab-managed"  # first line of every file the project may later replace
+
+# Non-default ports, so the embedded cluster never collides with a site's own Slurm or MariaDB.
+PORTS = {"slurmctld": 6917, "slurmd": 6918, "slurmdbd": 6919, "mariadb": 13306}
+
+
+@dataclass
+class NodeHardware:
+    """What one Slurm node offers: the numbers of a `NodeName=` line."""
+
+    cpus: int
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    memory_mb: int
+
+
+@dataclass
+class Node:
+    """One slurmd: its Slurm name, the address slurmctld reaches it at, its hardware and,
+    for virtual nodes, the host CPUs it is confined to."""
+
+    name: str
+    addr: str
+    hardware: NodeHardware
+    cpuset: list[int] = field(default_factory=list)
+    netns: str = ""  # network namespace name; empty for the single host node
+
+
+@dataclass
+class Layout:
+    """Paths below the state folder. One object owns every file name of the cluster."""
+
+    root: Path
+
+    @property
+    def etc(self) -> Path:
+        return self.root / "etc"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "log"
+
+    @property
+    def spool(self) -> Path:
+        return self.root / "spool"
+
+    @property
+    def mariadb(self) -> Path:
+        return self.root / "mariadb"
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.etc / "slurm.conf"
+
+    @property
+    def slurmdbd_conf(self) -> Path:
+        return self.etc / "slurmdbd.conf"
+
+    @property
+    def cgroup_conf(self) -> Path:
+        return self.etc / "cgroup.conf"
+
+    @property
+    def munge_dir(self) -> Path:
+        # munged is strict about ownership: its key, seed and socket live in a folder it owns.
+        return self.root / "munge"
+
+    @property
+    def munge_key(self) -> Path:
+        return self.munge_dir / "munge.key"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.munge_dir / "munge.socket"
+
+    @property
+    def db_password(self) -> Path:
+        return self.etc / "db.password"
+
+    @property
+    def nodes_json(self) -> Path:
+        return self.etc / "nodes.json"
+
+    def pidfile(self, daemon: str) -> Path:
+        return self.run / f"{daemon}.pid"
+
+    def logfile(self, daemon: str) -> Path:
+        return self.log / f"{daemon}.log"
+
+    def make_dirs(self) -> None:
+        for d in (self.etc, self.run, self.log, self.spool, self.mariadb):
+            d.mkdir(parents=True, exist_ok=True)
+
+
+def layout() -> Layout:
+    return Layout(paths.state_dir())
+
+
+def short_hostname() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def probe_hardware() -> NodeHardware:
+    """The machine's node line, from `slurmd -C` (Slurm's own view), cross-checked with hwloc."""
+    try:
+        out = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True).stdout
+    except FileNotFoundError:
+        raise HpclabError("slurmd is not installed", "run 'make setup' (as root) to install Slurm")
+    except subprocess.CalledProcessError as e:
+        raise HpclabError(f"'slurmd -C' failed: {e.stderr.strip()}", "check the Slurm installation")
+    fields = dict(re.findall(r"(\w+)=(\S+)", out))
+    hw = NodeHardware(
+        cpus=int(fields["CPUs"]),
+        sockets=int(fields.get("SocketsPerBoard", 1)) * int(fields.get("Boards", 1)),
+        cores_per_socket=int(fields["CoresPerSocket"]),
+        threads_per_core=int(fields["ThreadsPerCore"]),
+        # Leave room for the daemons and the OS; Slurm drains a node that reports less than configured.
+        memory_mb=max(256, int(int(fields["RealMemory"]) * 0.9)),
+    )
+    pus = hwloc_pu_count()
+    if pus is not None and pus != hw.cpus:
+        raise HpclabError(
+            f"slurmd -C reports {hw.cpus} CPUs but hwloc sees {pus} processing units",
+            "the container or VM hides CPUs from one of them; check 'lstopo' and 'nproc'",
+        )
+    return hw
+
+
+def hwloc_pu_count() -> int | None:
+    try:
+        out = subprocess.run(["hwloc-calc", "--number-of", "pu", "all"], capture_output=True, text=True)
+    except FileNotFoundError:
+        return None
+    return int(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip().isdigit() else None
+
+
+def host_node() -> Node:
+    """The single node of the default cluster: this machine, reached on loopback."""
+    return Node(name=short_hostname(), addr="127.0.0.1", hardware=probe_hardware())
+
+
+def save_nodes(lay: Layout, nodes: list[Node]) -> None:
+    lay.nodes_json.write_text(json.dumps([asdict(n) for n in nodes], indent=1))
+
+
+def load_nodes(lay: Layout) -> list[Node]:
+    if not lay.nodes_json.exists():
+        return []
+    return [
+        Node(**{**n, "hardware": NodeHardware(**n["hardware"])}) for n in json.loads(lay.nodes_json.read_text())
+    ]
+
+
+def db_password(lay: Layout) -> str:
+    """A random password for the accounting database, made once and kept (mode 0600)."""
+    if not lay.db_password.exists():
+        lay.db_password.write_text(secrets.token_hex(16))
+        lay.db_password.chmod(0o600)
+    return lay.db_password.read_text().strip()
+
+
+def render_slurm_conf(lay: Layout, nodes: list[Node]) -> str:
+    ctl_host = short_hostname()
+    node_lines = []
+    for n in nodes:
+        h = n.hardware
+        node_lines.append(
+            f"NodeName={n.name} NodeAddr={n.addr} NodeHostname={n.name} Port={PORTS['slurmd']} "
+            f"CPUs={h.cpus} Boards=1 SocketsPerBoard={h.sockets} CoresPerSocket={h.cores_per_socket} "
+            f"ThreadsPerCore={h.threads_per_core} RealMemory={h.memory_mb} State=UNKNOWN"
+        )
+    names = ",".join(n.name for n in nodes)
+    return f"""{MARKER}: generated by 'hpclab cluster up'; edits are lost at the next 'up'.
+# The embedded cluster of the hpclab course. State: {lay.root}
+ClusterName={CLUSTER_NAME}
+SlurmctldHost={ctl_host}(127.0.0.1)
+SlurmctldPort={PORTS['slurmctld']}
+SlurmdPort={PORTS['slurmd']}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={lay.munge_socket}
+CredType=cred/munge
+
+StateSaveLocation={lay.spool}/slurmctld
+SlurmdSpoolDir={lay.spool}/slurmd-%n
+SlurmctldPidFile={lay.pidfile('slurmctld')}
+SlurmdPidFile={lay.run}/slurmd-%n.pid
+SlurmctldLogFile={lay.logfile('slurmctld')}
+SlurmdLogFile={lay.log}/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+
+# This sandbox has no writable cgroup hierarchy for Slurm: track processes through /proc, and
+# bind with sched_setaffinity (task/affinity), which is what makes --cpu-bind work.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+MpiDefault=pmix
+LaunchParameters=use_interactive_step
+
+# Scheduling: consumable cores, so jobs share a node core by core; the builtin scheduler starts a
+# job the moment it is submitted, which keeps a trivial job's turnaround well under a second.
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+ReturnToService=2
+MinJobAge=300
+KillWait=5
+InactiveLimit=0
+MessageTimeout=10
+SlurmdTimeout=120
+Waittime=0
+
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort={PORTS['slurmdbd']}
+# For the slurmdbd connection Slurm takes the munge socket from this option, not from AuthInfo.
+AccountingStoragePass={lay.munge_socket}
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=30
+JobCompType=jobcomp/none
+
+{chr(10).join(node_lines)}
+PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+"""
+
+
+def render_slurmdbd_conf(lay: Layout) -> str:
+    return f"""{MARKER}: generated by 'hpclab cluster up'.
+AuthType=auth/munge
+AuthInfo=socket={lay.munge_socket}
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort={PORTS['slurmdbd']}
+SlurmUser=root
+LogFile={lay.logfile('slurmdbd')}
+PidFile={lay.pidfile('slurmdbd')}
+DebugLevel=info
+StorageType=accounting_storage/mysql
+# 127.0.0.1, not localhost: with 'localhost' the MariaDB client library ignores the port and
+# looks for the default Unix socket, which our private server does not use.
+StorageHost=127.0.0.1
+StoragePort={PORTS['mariadb']}
+StorageUser=slurm
+StoragePass={db_password(lay)}
+StorageLoc=slurm_acct_db
+"""
+
+
+def write_if_changed(path: Path, text: str, mode: int = 0o644) -> bool:
+    """Write atomically (temp + rename) only when the content differs; True if written."""
+    if path.exists() and path.read_text() == text:
+        path.chmod(mode)
+        return False
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    tmp.replace(path)
+    return True
+
+
+def write_configs(lay: Layout, nodes: list[Node]) -> None:
+    lay.make_dirs()
+    write_if_changed(lay.slurm_conf, render_slurm_conf(lay, nodes))
+    # slurmdbd refuses a config that others can read: it holds the database password.
+    write_if_changed(lay.slurmdbd_conf, render_slurmdbd_conf(lay), mode=0o600)
+    save_nodes(lay, nodes)

@@ -1,0 +1,335 @@
+"""The embedded Slurm cluster: munged, MariaDB, slurmdbd, slurmctld and slurmd on this machine.
+
+`up` is idempotent (a running cluster is reported and left alone), `down` stops exactly the
+daemons whose pid files live in the state folder, and `status` says what runs and where the logs
+are. After `up`, the ordinary Slurm commands work through /etc/slurm/slurm.conf when the machine
+has no other Slurm configured, and otherwise through `eval "$(hpclab cluster env)"`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpclab.cluster import config
+from hpclab.cluster.config import Layout, Node
+from hpclab.cluster.daemons import Daemon, tail
+from hpclab.errors import HpclabError
+
+SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
+REQUIRED_PROGRAMS = ["munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sinfo"]
+
+
+# --- environment for Slurm clients ------------------------------------------------------------
+
+def slurm_env(lay: Layout | None = None) -> dict[str, str]:
+    """Environment variables that point Slurm commands at the embedded cluster."""
+    lay = lay or config.layout()
+    return {"SLURM_CONF": str(lay.slurm_conf)}
+
+
+def _env(lay: Layout) -> dict[str, str]:
+    return {**os.environ, **slurm_env(lay)}
+
+
+def env_script(lay: Layout | None = None) -> str:
+    """Shell lines for `eval "$(hpclab cluster env)"`."""
+    return "".join(f"export {k}={v}\n" for k, v in slurm_env(lay).items())
+
+
+# --- daemons -------------------------------------------------------------------------------------
+
+def munge_daemon(lay: Layout) -> Daemon:
+    # munged runs as the munge user, so everything it writes lives in the folder that user owns.
+    pidfile, logfile = lay.munge_dir / "munged.pid", lay.munge_dir / "munged.log"
+    argv = [
+        "munged", f"--key-file={lay.munge_key}", f"--socket={lay.munge_socket}",
+        f"--pid-file={pidfile}", f"--log-file={logfile}",
+        f"--seed-file={lay.munge_dir / 'munged.seed'}", "--num-threads=4",
+    ]
+    # munged refuses to run as root; setpriv execs it as the munge user without a PAM session.
+    prefix = ["setpriv", "--reuid=munge", "--regid=munge", "--init-groups"]
+    return Daemon("munged", "munged", argv, pidfile, logfile, prefix=prefix)
+
+
+def mariadb_daemon(lay: Layout) -> Daemon:
+    argv = [
+        "mariadbd", "--no-defaults", f"--datadir={lay.mariadb / 'data'}",
+        f"--socket={lay.mariadb / 'mysqld.sock'}", f"--port={config.PORTS['mariadb']}",
+        "--bind-address=127.0.0.1", f"--pid-file={lay.pidfile('mariadb')}",
+        f"--log-error={lay.logfile('mariadb')}", "--user=root", "--skip-name-resolve",
+        # Small footprint: the accounting database of one course cluster is tiny.
+        "--innodb-buffer-pool-size=64M", "--max-connections=50",
+        # slurmdbd needs these InnoDB settings (it warns and may refuse with smaller values).
+        "--innodb-log-file-size=64M", "--innodb-lock-wait-timeout=900",
+    ]
+    return Daemon("mariadb", "mariadbd", argv, lay.pidfile("mariadb"), lay.logfile("mariadb"))
+
+
+def slurmdbd_daemon(lay: Layout) -> Daemon:
+    return Daemon("slurmdbd", "slurmdbd", ["slurmdbd"], lay.pidfile("slurmdbd"), lay.logfile("slurmdbd"),
+                  env=slurm_env(lay))
+
+
+def slurmctld_daemon(lay: Layout) -> Daemon:
+    return Daemon("slurmctld", "slurmctld", ["slurmctld", "-f", str(lay.slurm_conf)], lay.pidfile("slurmctld"),
+                  lay.logfile("slurmctld"), env=slurm_env(lay))
+
+
+def slurmd_daemon(lay: Layout, node: Node) -> Daemon:
+    return Daemon(f"slurmd ({node.name})", "slurmd", ["slurmd", "-f", str(lay.slurm_conf), "-N", node.name],
+                  lay.run / f"slurmd-{node.name}.pid", lay.log / f"slurmd-{node.name}.log", env=slurm_env(lay))
+
+
+def daemons(lay: Layout, nodes: list[Node]) -> list[Daemon]:
+    """All daemons in start order (stop in reverse)."""
+    return [munge_daemon(lay), mariadb_daemon(lay), slurmdbd_daemon(lay), slurmctld_daemon(lay)] + [
+        slurmd_daemon(lay, n) for n in nodes
+    ]
+
+
+# --- up ----------------------------------------------------------------------------------------
+
+def check_prerequisites() -> None:
+    if os.geteuid() != 0:
+        raise HpclabError(
+            "the embedded cluster runs its daemons as root, and this process is not root",
+            "run 'sudo make cluster-up', or use your site's Slurm with HPCLAB_SITE=<profile>",
+        )
+    missing = [p for p in REQUIRED_PROGRAMS if not shutil.which(p)]
+    if missing:
+        raise HpclabError(f"programs missing: {', '.join(missing)}", "run 'make setup' (as root) to install them")
+
+
+def _prepare_munge(lay: Layout) -> None:
+    import pwd
+
+    munge = pwd.getpwnam("munge")
+    lay.munge_dir.mkdir(parents=True, exist_ok=True)
+    os.chown(lay.munge_dir, munge.pw_uid, munge.pw_gid)
+    lay.munge_dir.chmod(0o755)  # clients must reach the socket; munged checks it is not writable
+    if not lay.munge_key.exists():
+        tmp = lay.munge_dir / "munge.key.tmp"
+        tmp.write_bytes(os.urandom(1024))
+        tmp.replace(lay.munge_key)
+    os.chown(lay.munge_key, munge.pw_uid, munge.pw_gid)
+    lay.munge_key.chmod(0o400)
+
+
+def _prepare_mariadb(lay: Layout) -> None:
+    data = lay.mariadb / "data"
+    if (data / "mysql").is_dir():
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    _run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
+          "--auth-root-authentication-method=socket", "--skip-test-db"], "initialising the MariaDB data folder",
+         log=lay.logfile("mariadb-install"))
+
+
+def _wait(check, what: str, timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise HpclabError(f"timed out after {timeout:.0f} s waiting for {what}", f"read the log: {log}\n{tail(log, 8)}")
+
+
+def _mariadb_sql(lay: Layout, sql: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["mariadb", "--no-defaults", "-S", str(lay.mariadb / "mysqld.sock"), "-u", "root", "-e", sql],
+                          capture_output=True, text=True)
+
+
+def _prepare_database(lay: Layout) -> None:
+    pw = config.db_password(lay)
+    sql = (
+        "CREATE DATABASE IF NOT EXISTS slurm_acct_db;"
+        f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{pw}';"
+        f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{pw}';"
+        "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+    )
+    r = _mariadb_sql(lay, sql)
+    if r.returncode != 0:
+        raise HpclabError(f"could not create the accounting database: {r.stderr.strip()}",
+                          f"read {lay.logfile('mariadb')}")
+
+
+def _sacctmgr_ok(lay: Layout) -> bool:
+    r = subprocess.run(["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"], capture_output=True,
+                       text=True, env=_env(lay), timeout=20)
+    return r.returncode == 0
+
+
+def _register_cluster(lay: Layout) -> None:
+    r = subprocess.run(["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"], capture_output=True,
+                       text=True, env=_env(lay))
+    if config.CLUSTER_NAME in r.stdout.split():
+        return
+    r = subprocess.run(["sacctmgr", "-i", "add", "cluster", config.CLUSTER_NAME], capture_output=True, text=True,
+                       env=_env(lay))
+    if r.returncode != 0 and "already exists" not in (r.stdout + r.stderr):
+        raise HpclabError(f"sacctmgr could not register the cluster: {(r.stdout + r.stderr).strip()}",
+                          f"read {lay.logfile('slurmdbd')}")
+
+
+def node_states(lay: Layout | None = None) -> dict[str, str]:
+    """Slurm's state of every node, e.g. {'vm': 'idle'}; empty if slurmctld does not answer."""
+    lay = lay or config.layout()
+    try:
+        r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, env=_env(lay),
+                           timeout=15)
+    except subprocess.TimeoutExpired:
+        return {}
+    if r.returncode != 0:
+        return {}
+    return dict(line.split(None, 1) for line in r.stdout.splitlines() if line.strip())
+
+
+def _nodes_ready(lay: Layout, names: list[str]) -> bool:
+    states = node_states(lay)
+    for name in names:
+        state = states.get(name, "").rstrip("*~#!%$@^-")
+        if state in ("drained", "draining", "down", "drain", "fail"):
+            # A node left down by an earlier crash: Slurm keeps the reason; resume it.
+            subprocess.run(["scontrol", "update", f"nodename={name}", "state=resume"], capture_output=True,
+                           env=_env(lay))
+            return False
+        if state not in ("idle", "mixed", "allocated", "completing"):
+            return False
+    return True
+
+
+def _link_system_conf(lay: Layout) -> str:
+    """Make plain `sinfo` work in a new shell, unless another Slurm owns /etc/slurm/slurm.conf."""
+    conf = SYSTEM_SLURM_CONF
+    ours = conf.is_symlink() or (conf.exists() and conf.read_text(errors="replace").startswith(config.MARKER))
+    if conf.exists() and not ours:
+        return f'another Slurm is configured in {conf}; use: eval "$(hpclab cluster env)"'
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    if conf.is_symlink() or conf.exists():
+        conf.unlink()
+    conf.symlink_to(lay.slurm_conf)
+    return f"{conf} -> {lay.slurm_conf}: sinfo, sbatch, squeue and sacct work in any shell"
+
+
+@dataclass
+class UpReport:
+    already_running: bool
+    seconds: float
+    nodes: list[str]
+    client_config: str
+
+
+def up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
+    """Start the embedded cluster (idempotent) and wait until every node is idle.
+
+    nodes: the Slurm nodes; default is this machine as one node. Returns what was done and how long
+    it took (seconds).
+    """
+    t0 = time.monotonic()
+    check_prerequisites()
+    lay = config.layout()
+    lay.make_dirs()
+    nodes = nodes or config.load_nodes(lay) or [config.host_node()]
+    all_daemons = daemons(lay, nodes)
+    if all(d.running() for d in all_daemons) and _nodes_ready(lay, [n.name for n in nodes]):
+        return UpReport(True, time.monotonic() - t0, [n.name for n in nodes], _link_system_conf(lay))
+
+    config.write_configs(lay, nodes)
+    _prepare_munge(lay)
+    munge_daemon(lay).start()
+    _prepare_mariadb(lay)
+    mariadb_daemon(lay).start(timeout=60)
+    _wait(lambda: _mariadb_sql(lay, "SELECT 1").returncode == 0, "MariaDB to accept connections", 60,
+          lay.logfile("mariadb"))
+    _prepare_database(lay)
+    slurmdbd_daemon(lay).start()
+    _wait(lambda: _sacctmgr_ok(lay), "slurmdbd to answer", 60, lay.logfile("slurmdbd"))
+    _register_cluster(lay)
+    slurmctld_daemon(lay).start()
+    for n in nodes:
+        slurmd_daemon(lay, n).start()
+    _wait(lambda: _nodes_ready(lay, [n.name for n in nodes]), "the nodes to become idle in sinfo", timeout,
+          lay.logfile("slurmctld"))
+    return UpReport(False, time.monotonic() - t0, [n.name for n in nodes], _link_system_conf(lay))
+
+
+# --- down ----------------------------------------------------------------------------------------
+
+def down() -> list[str]:
+    """Stop every daemon the project started (by pid file), newest first; return their names."""
+    lay = config.layout()
+    nodes = config.load_nodes(lay)
+    all_daemons = daemons(lay, nodes)
+    if slurmctld_daemon(lay).running():
+        # Cancel running jobs so that no job step outlives its slurmd.
+        subprocess.run(["scancel", "--full", f"--partition={config.PARTITION}"], capture_output=True, env=_env(lay),
+                       timeout=20)
+    stopped = [d.name for d in reversed(all_daemons) if d.stop()]
+    if SYSTEM_SLURM_CONF.is_symlink() and os.readlink(SYSTEM_SLURM_CONF) == str(lay.slurm_conf):
+        pass  # the link stays: it points at a config that `up` will start again
+    return stopped
+
+
+# --- status --------------------------------------------------------------------------------------
+
+@dataclass
+class DaemonStatus:
+    name: str
+    pid: int | None
+    log: Path
+
+
+@dataclass
+class Status:
+    state_dir: Path
+    daemons: list[DaemonStatus]
+    nodes: dict[str, str]
+    partitions: str
+    slurm_conf: Path
+
+    @property
+    def running(self) -> bool:
+        return bool(self.daemons) and all(d.pid for d in self.daemons)
+
+    def render(self) -> str:
+        lines = [f"hpclab local cluster  (state: {self.state_dir})", ""]
+        width = max(len(d.name) for d in self.daemons)
+        for d in self.daemons:
+            state = f"running  pid {d.pid}" if d.pid else "stopped"
+            lines.append(f"  {d.name:<{width}}  {state:<18} log: {d.log}")
+        lines.append("")
+        if self.nodes:
+            lines.append("  nodes:      " + ", ".join(f"{n} ({s})" for n, s in self.nodes.items()))
+        if self.partitions:
+            lines.append("  partitions: " + self.partitions)
+        lines.append(f"  config:     {self.slurm_conf}")
+        if not self.running:
+            lines.append("\n  The cluster is not (fully) running: start it with 'hpclab cluster up'.")
+        return "\n".join(lines)
+
+
+def status() -> Status:
+    lay = config.layout()
+    nodes = config.load_nodes(lay) or [Node(config.short_hostname(), "127.0.0.1", None)]  # type: ignore[arg-type]
+    ds = [DaemonStatus(d.name, d.pid(), d.logfile) for d in daemons(lay, nodes)]
+    partitions = ""
+    if slurmctld_daemon(lay).running():
+        r = subprocess.run(["sinfo", "-h", "-o", "%P %a %D %C"], capture_output=True, text=True, env=_env(lay), timeout=15)
+        if r.returncode == 0 and r.stdout.strip():
+            p = r.stdout.split()
+            partitions = f"{p[0]} ({p[1]}, {p[2]} node(s), CPUs alloc/idle/other/total {p[3]})"
+    nodes_state = node_states(lay) if slurmctld_daemon(lay).running() else {}
+    return Status(lay.root, ds, nodes_state, partitions, lay.slurm_conf)
+
+
+def _run(argv: list[str], what: str, log: Path) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as f:
+        r = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise HpclabError(f"{what} failed (exit {r.returncode})", f"read {log}\n{tail(log, 8)}")
