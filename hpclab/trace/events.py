@@ -131,8 +131,9 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
                               "check the loader output against hpclab/trace/events.py") from None
     out["call"] = df["call"].astype(str).to_numpy()
     out["name"] = df["name"].fillna("").astype(str).to_numpy()
-    out["completes"] = [tuple(int(x) for x in v) if isinstance(v, (tuple, list, np.ndarray)) else ()
-                        for v in df["completes"]]
+    out["completes"] = pd.Series(
+        [tuple(int(x) for x in v) if isinstance(v, (tuple, list, np.ndarray)) else ()
+         for v in df["completes"]], index=out.index, dtype=object)
     out = out[list(COLUMNS)]
     return out.sort_values(["rank", "seq"], kind="stable").reset_index(drop=True)
 
