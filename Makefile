@@ -1,0 +1,49 @@
+# hpclab: the two commands a user needs are `make course` and `make test`.
+# Everything else here is a step of those two, usable on its own.
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+HPCLAB := $(VENV)/bin/hpclab
+PYTEST_ARGS ?=
+
+.PHONY: help setup build cluster-up cluster-down cluster-status course test bench lab grade-demo release clean
+
+help:
+	@echo "make course        set up, start the local cluster, run every notebook and lab, write the report"
+	@echo "make test          set up, start the local cluster, run the tests"
+	@echo "make lab           JupyterLab on localhost with the course"
+	@echo "make bench         benchmarks into build/bench/"
+	@echo "make cluster-up | cluster-down | cluster-status"
+
+setup:
+	@bash scripts/setup.sh
+
+build:
+	@$(MAKE) -s -C src
+
+cluster-up: setup
+	@$(HPCLAB) cluster up
+
+cluster-down:
+	@$(HPCLAB) cluster down
+
+cluster-status:
+	@$(HPCLAB) cluster status
+
+course: cluster-up
+	@$(HPCLAB) course run
+
+test: cluster-up
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: cluster-up
+	@$(PY) bench/run_all.py
+
+lab: cluster-up
+	@$(HPCLAB) course lab
+
+grade-demo: setup
+	@$(HPCLAB) course grade-demo
+
+clean:
+	rm -rf build/bin build/lib build/course build/bench

@@ -1,0 +1,37 @@
+"""Shared fixtures: the local Slurm cluster, started once per test session.
+
+The cluster is a real one (munged, MariaDB, slurmdbd, slurmctld, slurmd). Tests that submit jobs
+take the `cluster` fixture; it starts the cluster if needed and points Slurm commands at it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from hpclab.errors import HpclabError
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The running local cluster; returns the env dict Slurm commands need (SLURM_CONF)."""
+    from hpclab import cluster as cl
+
+    if os.geteuid() != 0 or not shutil.which("slurmctld"):
+        pytest.fail("the local cluster needs root and the Slurm packages: run 'make test' as root")
+    try:
+        cl.up()
+    except HpclabError as e:
+        pytest.fail(f"could not start the local cluster: {e}")
+    env = cl.slurm_env()
+    os.environ.update(env)
+    return env
+
+
+@pytest.fixture
+def mpi_env(monkeypatch):
+    """Let mpirun run as root (CI and the course VM run as root)."""
+    monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
