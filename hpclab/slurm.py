@@ -1,0 +1,176 @@
+"""Talking to Slurm: submit (sbatch), ask job states (squeue, then sacct), cancel (scancel).
+
+Every command runs with the cluster's environment: `hpclab.cluster.slurm_env()` (SLURM_CONF of
+the embedded cluster) added to os.environ, unless HPCLAB_SITE names another site, in which case
+the ordinary environment is used. Slurm 22.05's `squeue --json` / `sacct --json` depend on the
+openapi plugins being installed and usable; the plain `--parsable2 --noheader --format=` output
+works everywhere, so that is what this module parses (see docs in the functions).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpclab.errors import HpclabError
+
+# Slurm state names -> the run folder's vocabulary (status.json "state").
+STATE_MAP = {
+    "PENDING": "pending", "CONFIGURING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending",
+    "REQUEUE_FED": "pending", "RESV_DEL_HOLD": "pending", "SUSPENDED": "running",
+    "RUNNING": "running", "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running",
+    "RESIZING": "running", "STOPPED": "running",
+    "COMPLETED": "completed",
+    "FAILED": "failed", "NODE_FAIL": "failed", "BOOT_FAIL": "failed", "OUT_OF_MEMORY": "failed",
+    "DEADLINE": "timeout", "TIMEOUT": "timeout", "PREEMPTED": "cancelled", "CANCELLED": "cancelled",
+    "REVOKED": "cancelled", "SPECIAL_EXIT": "failed",
+}
+TERMINAL = {"completed", "failed", "timeout", "cancelled"}
+
+
+@dataclass
+class JobInfo:
+    """What Slurm says about one job: state (run-folder vocabulary), slurm_state (raw),
+    exit_code (of the batch script, None while running), reason, elapsed (Slurm string)."""
+
+    job_id: str
+    state: str
+    slurm_state: str
+    exit_code: int | None = None
+    reason: str = ""
+    elapsed: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.state in TERMINAL
+
+
+def slurm_env() -> dict[str, str]:
+    """os.environ plus the embedded cluster's variables (SLURM_CONF) when the site is local."""
+    env = dict(os.environ)
+    if os.environ.get("HPCLAB_SITE", "local") == "local" and "SLURM_CONF" not in os.environ:
+        try:
+            from hpclab import cluster
+
+            env.update(cluster.slurm_env())
+        except (ImportError, AttributeError):
+            pass
+    return env
+
+
+def run_slurm(argv: list[str], what: str, check: bool = True) -> str:
+    """Run a Slurm client command; return stdout. Raises HpclabError saying `what` failed, with
+    Slurm's own message, when the command is missing or (if check) exits non-zero."""
+    if not shutil.which(argv[0]):
+        raise HpclabError(f"cannot {what}: {argv[0]} is not installed here",
+                          "install the Slurm client (apt-get install slurm-client) or load its module")
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, env=slurm_env(), timeout=60)
+    except subprocess.TimeoutExpired:
+        raise HpclabError(f"cannot {what}: {argv[0]} did not answer within 60 s",
+                          "is the cluster up? try `hpclab cluster status`") from None
+    if check and res.returncode != 0:
+        msg = " ".join(res.stderr.strip().splitlines()[-2:]) or f"exit code {res.returncode}"
+        hint = "is the cluster up? run `hpclab cluster up` (local site) or check `sinfo`"
+        raise HpclabError(f"cannot {what}: {' '.join(argv[:2])} said: {msg}", hint)
+    return res.stdout
+
+
+def sbatch(script: Path, cwd: Path | None = None) -> str:
+    """Submit a batch script with `sbatch --parsable`; return the job id (a string of digits)."""
+    out = run_slurm(["sbatch", "--parsable", str(script)], what=f"submit {script}")
+    job_id = out.strip().split(";")[0]  # --parsable prints "id" or "id;cluster"
+    if not job_id.isdigit():
+        raise HpclabError(f"sbatch returned no job id for {script} (output: {out.strip()!r})",
+                          "submit it by hand with `sbatch` to see what Slurm says")
+    return job_id
+
+
+def scancel(job_ids: list[str]) -> None:
+    """Cancel jobs; jobs that already ended are not an error."""
+    if job_ids:
+        run_slurm(["scancel", *job_ids], what="cancel jobs", check=False)
+
+
+def _exit_code(text: str) -> int | None:
+    # sacct prints "code:signal"; a signal-killed script counts as 128 + signal, like a shell.
+    if not text:
+        return None
+    code, _, sig = text.partition(":")
+    try:
+        code_i, sig_i = int(code), int(sig or 0)
+    except ValueError:
+        return None
+    return 128 + sig_i if sig_i and not code_i else code_i
+
+
+def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
+    """Current state of each job id. Jobs squeue still knows come from squeue; the rest (ended)
+    from sacct, whose record keeps the exit code. A job neither knows is reported "pending" (it
+    can take a moment to reach the accounting database)."""
+    ids = [str(j) for j in job_ids]
+    infos: dict[str, JobInfo] = {}
+    if not ids:
+        return infos
+    out = run_slurm(["squeue", "--noheader", "--states=all", f"--jobs={','.join(ids)}",
+                     "--format=%i|%T|%r|%M"], what="ask squeue for job states", check=False)
+    for line in out.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4 and parts[0] in ids:
+            st = parts[1].split()[0] if parts[1] else "PENDING"
+            infos[parts[0]] = JobInfo(parts[0], STATE_MAP.get(st, "running"), st,
+                                      reason=parts[2] if parts[2] != "None" else "", elapsed=parts[3])
+    # squeue keeps finished jobs for MinJobAge but without exit codes: ask sacct for all that
+    # are not pending/running.
+    rest = [j for j in ids if j not in infos or infos[j].done]
+    if rest:
+        acct = sacct(rest)
+        for j in rest:
+            if j in acct:
+                infos[j] = acct[j]
+            elif j in infos:  # squeue says done, sacct does not know it yet: wait for sacct
+                infos[j] = JobInfo(j, "running", infos[j].slurm_state, reason="waiting for accounting")
+            else:
+                infos[j] = JobInfo(j, "pending", "UNKNOWN", reason="not yet visible")
+    return infos
+
+
+SACCT_FIELDS = ["JobIDRaw", "JobName", "State", "ExitCode", "Reason", "Elapsed", "Start", "End",
+                "NodeList", "NNodes", "NTasks", "AllocCPUS", "Partition", "Timelimit"]
+
+
+def sacct_records(job_ids: list[str]) -> list[dict[str, str]]:
+    """Raw sacct records (job and its steps) as dicts keyed by SACCT_FIELDS."""
+    out = run_slurm(["sacct", "--parsable2", "--noheader", f"--jobs={','.join(job_ids)}",
+                     f"--format={','.join(SACCT_FIELDS)}"], what="ask sacct for job records", check=False)
+    rows = []
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) == len(SACCT_FIELDS):
+            rows.append(dict(zip(SACCT_FIELDS, parts)))
+    return rows
+
+
+def sacct(job_ids: list[str]) -> dict[str, JobInfo]:
+    """Final (or current) state of jobs from accounting, one JobInfo per job (steps skipped)."""
+    infos = {}
+    for rec in sacct_records(job_ids):
+        jid = rec["JobIDRaw"]
+        if "." in jid or jid not in job_ids:
+            continue
+        st = rec["State"].split()[0] if rec["State"] else "PENDING"  # "CANCELLED by 0"
+        infos[jid] = JobInfo(jid, STATE_MAP.get(st, "failed"), st, _exit_code(rec["ExitCode"]),
+                             rec["Reason"] if rec["Reason"] != "None" else "", rec["Elapsed"])
+    return infos
+
+
+def json_supported() -> bool:
+    """Does `squeue --json` work on this installation? (Slurm 22.05 needs its openapi plugins.)"""
+    try:
+        res = subprocess.run(["squeue", "--json"], capture_output=True, text=True, env=slurm_env(), timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0 and res.stdout.lstrip().startswith("{")
