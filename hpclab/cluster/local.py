@@ -234,10 +234,19 @@ def up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
     check_prerequisites()
     lay = config.layout()
     lay.make_dirs()
-    nodes = nodes or config.load_nodes(lay) or [config.host_node()]
-    all_daemons = daemons(lay, nodes)
-    if all(d.running() for d in all_daemons) and _nodes_ready(lay, [n.name for n in nodes]):
-        return UpReport(True, time.monotonic() - t0, [n.name for n in nodes], _link_system_conf(lay))
+    current = config.load_nodes(lay)
+    if current and all(d.running() for d in daemons(lay, current)) and _nodes_ready(lay, [n.name for n in current]):
+        if nodes is None or [n.name for n in nodes] == [n.name for n in current]:
+            return UpReport(True, time.monotonic() - t0, [n.name for n in current], _link_system_conf(lay))
+        raise HpclabError(
+            f"the cluster is running with other nodes ({', '.join(n.name for n in current)})",
+            "stop it first with 'hpclab cluster down', then start it with the nodes you want",
+        )
+    # Without an explicit node list the cluster is this machine as one node.
+    nodes = nodes or [config.host_node()]
+    if current and [n.name for n in current] != [n.name for n in nodes]:
+        for d in daemons(lay, current):  # leftovers of another layout (e.g. after a crash)
+            d.stop()
 
     config.write_configs(lay, nodes)
     _prepare_munge(lay)
