@@ -114,3 +114,28 @@ def match(trace: Trace, max_problems: int = 20) -> Matching:
             prob(int(row["first"]), f"collective on comm {row['comm']} reached by {row['present']} of "
                  f"{row['size']} ranks" + (f"; missing ranks {absent}" if absent else ""))
     return Matching(messages, coll, inst.drop(columns=["calls", "roots"]), problems)
+
+
+def completions(trace: Trace) -> dict[int, list[int]]:
+    """Wait/Waitall/Test* event row -> the Isend/Irecv event rows whose requests it completed.
+
+    Request ids are per rank; an id names the latest Isend/Irecv that used it and is consumed
+    by the call that completes it. Ids completed without a matching Isend/Irecv are skipped."""
+    ev = trace.events
+    call = ev["call"].to_numpy()
+    sel = np.flatnonzero(np.isin(call, ("MPI_Isend", "MPI_Irecv", "MPI_Wait", "MPI_Waitall",
+                                        "MPI_Test", "MPI_Testall")))
+    rank = ev["rank"].to_numpy()
+    req = ev["req"].to_numpy()
+    comp = ev["completes"].to_numpy()
+    live: dict = {}
+    out: dict[int, list[int]] = {}
+    for i in sel.tolist():
+        c = call[i]
+        if c == "MPI_Isend" or c == "MPI_Irecv":
+            live[(rank[i], req[i])] = i
+        elif comp[i]:
+            got = [j for j in (live.pop((rank[i], q), None) for q in comp[i]) if j is not None]
+            if got:
+                out[i] = got
+    return out
