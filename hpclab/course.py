@@ -1,0 +1,199 @@
+"""Run the whole course headless and write the report: what `make course` does after set-up.
+
+Every notebook in notebooks/ and every lab in labs/ is executed top to bottom in a fresh kernel
+(nbclient), against the local cluster. Executed notebooks and one HTML page each land in
+build/course/; build/course/index.html lists them with their status, time and jobs. An earlier
+report is moved to build/course/history/<time>/ first, never overwritten.
+
+Notebooks read their size from `hpclab.course.params()`: HPCLAB_QUICK=1 (used by the tests)
+selects the quick parameter set.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hpclab import paths
+from hpclab.errors import HpclabError
+
+
+def quick() -> bool:
+    """True when the quick parameter set is asked for (tests, CI smoke runs)."""
+    return os.environ.get("HPCLAB_QUICK", "") not in ("", "0", "false", "no")
+
+
+def params(full: dict, fast: dict) -> dict:
+    """The parameters a notebook uses: `full` for the course, `fast` when HPCLAB_QUICK is set."""
+    return dict(fast if quick() else full)
+
+
+def course_notebooks() -> list[Path]:
+    """The course notebooks in reading order, then the labs' source notebooks."""
+    root = paths.repo()
+    books = sorted((root / "notebooks").glob("[0-9][0-9]*.ipynb"))
+    labs = sorted((root / "labs").glob("*/*.ipynb"))
+    return books + labs
+
+
+@dataclass
+class NotebookResult:
+    path: str
+    ok: bool
+    seconds: float
+    jobs: int
+    error: str = ""
+    html: str = ""
+    executed: str = ""
+
+
+@dataclass
+class CourseReport:
+    started: str
+    seconds: float = 0.0
+    quick: bool = False
+    notebooks: list[NotebookResult] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[NotebookResult]:
+        return [n for n in self.notebooks if not n.ok]
+
+    @property
+    def jobs(self) -> int:
+        return sum(n.jobs for n in self.notebooks)
+
+    def summary(self, out_dir: Path) -> str:
+        lines = [f"hpclab course: {len(self.notebooks)} notebook(s) run in {self.seconds:.0f} s, "
+                 f"{self.jobs} Slurm job(s) submitted, {len(self.failures)} failure(s)"]
+        for n in self.notebooks:
+            mark = "ok  " if n.ok else "FAIL"
+            lines.append(f"  {mark} {n.path:<45} {n.seconds:6.1f} s  {n.jobs:3d} job(s)")
+            if not n.ok:
+                lines.append(f"       {n.error.splitlines()[0] if n.error else ''}")
+        lines.append(f"report: {out_dir / 'index.html'}")
+        return "\n".join(lines)
+
+
+def _count_jobs() -> int:
+    """How many run folders exist (each is one submitted job): the difference counts a notebook's jobs."""
+    root = paths.runs_dir()
+    return sum(1 for _ in root.glob("*/*/spec.json")) if root.exists() else 0
+
+
+def _error_summary(exc: BaseException) -> str:
+    # nbclient's CellExecutionError carries the cell's own traceback as text: keep its last lines.
+    text = str(exc).strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    return "\n".join(lines[-12:]) if lines else repr(exc)
+
+
+def execute_notebook(src: Path, out_dir: Path, timeout: int = 900) -> NotebookResult:
+    """Execute one notebook in a fresh kernel; write the executed copy and its HTML into out_dir."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    rel = str(src.relative_to(paths.repo()))
+    nb = nbformat.read(src, as_version=4)
+    jobs_before = _count_jobs()
+    t0 = time.monotonic()
+    error = ""
+    try:
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(src.parent)}})
+        client.execute()
+    except Exception as exc:  # noqa: BLE001 - any failure of a notebook is reported, not raised
+        error = _error_summary(exc)
+    seconds = time.monotonic() - t0
+    stem = rel.replace("/", "__").removesuffix(".ipynb")
+    executed = out_dir / "notebooks" / f"{stem}.ipynb"
+    executed.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, executed)
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    page = out_dir / f"{stem}.html"
+    page.write_text(body)
+    return NotebookResult(rel, not error, seconds, _count_jobs() - jobs_before, error,
+                          html=page.name, executed=str(executed.relative_to(out_dir)))
+
+
+def _keep_previous(out_dir: Path) -> None:
+    """Move an earlier report into history/ so that nothing is overwritten."""
+    old = out_dir / "report.json"
+    if not old.exists():
+        return
+    stamp = json.loads(old.read_text()).get("started", "unknown").replace(":", "")
+    dest = out_dir / "history" / stamp
+    n = 1
+    while dest.exists():  # two runs in the same second: never merge them
+        n += 1
+        dest = out_dir / "history" / f"{stamp}-{n}"
+    dest.mkdir(parents=True)
+    for item in list(out_dir.iterdir()):
+        if item.name != "history":
+            shutil.move(str(item), dest / item.name)
+
+
+def write_index(report: CourseReport, out_dir: Path) -> Path:
+    rows = []
+    for n in report.notebooks:
+        status = "ok" if n.ok else "failed"
+        err = f"<pre>{html.escape(n.error)}</pre>" if n.error else ""
+        rows.append(
+            f"<tr class='{status}'><td><a href='{html.escape(n.html)}'>{html.escape(n.path)}</a></td>"
+            f"<td>{status}</td><td>{n.seconds:.1f}</td><td>{n.jobs}</td><td>{err}</td></tr>"
+        )
+    history = sorted((out_dir / "history").glob("*/index.html"), reverse=True) if (out_dir / "history").exists() else []
+    hist = "".join(f"<li><a href='{h.relative_to(out_dir)}'>{h.parent.name}</a></li>" for h in history)
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>hpclab course report</title>
+<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;line-height:1.4}}
+table{{border-collapse:collapse;width:100%}}td,th{{border-bottom:1px solid #ddd;padding:.4em;text-align:left;vertical-align:top}}
+tr.failed td{{background:#fde8e8}}pre{{white-space:pre-wrap;font-size:.8em;margin:0}}</style></head><body>
+<h1>hpclab course report</h1>
+<p>Run started {html.escape(report.started)} on <b>{html.escape(os.uname().nodename)}</b>;
+{len(report.notebooks)} notebook(s), {report.jobs} Slurm job(s), {len(report.failures)} failure(s),
+{report.seconds:.0f} s{' (quick parameter set)' if report.quick else ''}.
+Every figure in these pages was measured during this run.</p>
+<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>jobs</th><th>error</th></tr>
+{''.join(rows)}</table>
+{'<h2>Earlier reports</h2><ul>' + hist + '</ul>' if hist else ''}
+</body></html>"""
+    index = out_dir / "index.html"
+    index.write_text(page)
+    return index
+
+
+def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None) -> CourseReport:
+    """Execute the course and write the report; returns the report (failures included, not raised)."""
+    out_dir = out_dir or paths.build_dir() / "course"
+    notebooks = course_notebooks() if notebooks is None else notebooks
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _keep_previous(out_dir)
+    report = CourseReport(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), quick=quick())
+    t0 = time.monotonic()
+    for nb in notebooks:
+        print(f"[course] running {nb.relative_to(paths.repo())} ...", flush=True)
+        try:
+            result = execute_notebook(nb, out_dir)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unreadable notebook file
+            result = NotebookResult(str(nb.relative_to(paths.repo())), False, 0.0, 0,
+                                    f"could not run: {exc}\n{traceback.format_exc(limit=2)}")
+        report.notebooks.append(result)
+        print(f"[course]   {'ok' if result.ok else 'FAILED'} in {result.seconds:.1f} s", flush=True)
+    report.seconds = time.monotonic() - t0
+    (out_dir / "report.json").write_text(json.dumps(asdict(report), indent=1))
+    write_index(report, out_dir)
+    return report
+
+
+def require_notebooks() -> list[Path]:
+    books = course_notebooks()
+    if not books:
+        raise HpclabError("no notebooks found in notebooks/ or labs/", "check out the full repository")
+    return books

@@ -1,0 +1,43 @@
+"""The headless course runner: executes notebooks, reports failures, never loses an earlier report."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+
+from hpclab import course
+
+
+def _notebook(path, *sources):
+    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
+    nbformat.write(nb, path)
+    return path
+
+
+def test_runner_reports_failures_and_keeps_earlier_reports(tmp_path, monkeypatch):
+    """Does a failing notebook show up as a failure with its error, while a good one runs, and is the previous report kept?"""
+    good = _notebook(tmp_path / "01-good.ipynb", "x = 6 * 7\nprint(x)")
+    bad = _notebook(tmp_path / "02-bad.ipynb", "raise ValueError('the measured bandwidth is missing')")
+    monkeypatch.setattr(course.paths, "repo", lambda: tmp_path)
+    out = tmp_path / "report"
+    first = course.run_course([good, bad], out)
+    assert [n.ok for n in first.notebooks] == [True, False]
+    assert "the measured bandwidth is missing" in first.notebooks[1].error
+    executed = nbformat.read(out / first.notebooks[0].executed, as_version=4)
+    assert executed.cells[0].outputs[0]["text"].strip() == "42"
+    assert "02-bad" in (out / "index.html").read_text()
+
+    second = course.run_course([good], out)
+    assert len(second.notebooks) == 1
+    history = list((out / "history").glob("*/report.json"))
+    assert len(history) == 1 and len(json.loads(history[0].read_text())["notebooks"]) == 2
+
+
+def test_params_switch_with_quick(monkeypatch):
+    """Does HPCLAB_QUICK select the quick parameter set?"""
+    monkeypatch.setenv("HPCLAB_QUICK", "1")
+    assert course.params({"n": 1000}, {"n": 10}) == {"n": 10}
+    monkeypatch.setenv("HPCLAB_QUICK", "0")
+    assert course.params({"n": 1000}, {"n": 10}) == {"n": 1000}
