@@ -203,25 +203,22 @@ def store_ompi_info() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
+def _ompi_info():
+    from hpclab.ompi import parse_ompi_info  # the one parser of ompi_info output
+
+    return parse_ompi_info(ompi_info_text(), source="ompi_info --parsable --all")
+
+
 def mca_components() -> dict[str, frozenset[str]]:
     """Open MPI components installed here, by framework: {"btl": {"self", "tcp", ...}, ...}."""
-    found: dict[str, set[str]] = {}
-    for line in ompi_info_text().splitlines():
-        parts = line.split(":", 4)
-        if len(parts) >= 4 and parts[0] == "mca" and parts[3] == "version":
-            found.setdefault(parts[1], set()).add(parts[2])
-    return {fw: frozenset(c) for fw, c in found.items()}
+    info = _ompi_info()
+    return {fw: frozenset(info.available(fw)) for fw in info.frameworks()}
 
 
-@functools.lru_cache(maxsize=1)
 def mca_params() -> frozenset[str]:
     """Names of every MCA parameter Open MPI knows here (e.g. "btl_tcp_if_include")."""
-    names = set()
-    for line in ompi_info_text().splitlines():
-        parts = line.split(":", 6)
-        if len(parts) >= 6 and parts[0] == "mca" and parts[3] == "param" and parts[5] == "value":
-            names.add(parts[4])
-    return frozenset(names)
+    params = _ompi_info().params
+    return frozenset(params["param"]) if not params.empty else frozenset()
 
 
 @functools.lru_cache(maxsize=1)

@@ -87,12 +87,13 @@ class StreamArgs(KernelArgs):
 
 
 class PingpongArgs(KernelArgs):
-    """pingpong: max_bytes = largest message (bytes); reps = round trips per size;
-    no_check skips payload verification; pairs makes every rank pair exchange at once."""
+    """pingpong: max_bytes = largest message (bytes); reps = round trips per size; warmup =
+    untimed round trips before each size; no_check skips payload verification; pairs makes every rank pair exchange at once."""
 
     kernel: Literal["pingpong"] = "pingpong"
     max_bytes: int | None = Field(None, ge=0)
     reps: int | None = Field(None, ge=1)
+    warmup: int | None = Field(None, ge=0)
     no_check: bool = False
     pairs: bool = False
 
@@ -441,6 +442,8 @@ class Spec(_Strict):
             raise ValueError("srun --hint cannot be combined with --cpu-bind (Slurm rejects it); pick one")
         if self.kernel == "pingpong" and self.ntasks < 2:
             raise ValueError("pingpong needs at least ntasks=2 (one pair)")
+        if isinstance(self.args, PingpongArgs) and self.args.pairs and self.ntasks % 2:
+            raise ValueError(f"pingpong with pairs needs an even ntasks, got {self.ntasks}")
         if isinstance(self.args, PoissonArgs) and self.args.grid:
             p, q = (int(x) for x in self.args.grid.split("x"))
             if p * q != self.ntasks:
@@ -517,7 +520,7 @@ def explain(exc: ValidationError, source: str = "spec") -> HpclabError:
             if known:
                 hints.append(f"fields allowed there: {', '.join(known)}")
         lines.append(f"{path}: {msg}")
-    hint = "; ".join(dict.fromkeys(hints)) or "fix the field(s) named above (see hpclab/spec.py for every field)"
+    hint = "; ".join(dict.fromkeys(hints)) or "change the field(s) named above (the message lists valid values where there is a fixed set)"
     return HpclabError(f"invalid {source}: " + "; ".join(lines), hint)
 
 
