@@ -303,7 +303,7 @@ static inline int32_t new_request(MPI_Request h, int kind, int ci)
         return -1;
     int32_t id = S.next_req++;
     int64_t v = (int64_t)(uint32_t)id | ((int64_t)kind << 32) | ((int64_t)ci << 33);
-    mt_table_put(&S.reqs, key_of(&h, sizeof h), v);
+    mt_table_add(&S.reqs, key_of(&h, sizeof h), v);
     return id;
 }
 

@@ -29,9 +29,16 @@ static int grow(mt_table *t)
     mt_table bigger;
     if (mt_table_init(&bigger, t->bits + 1) != 0)
         return -1;
-    for (size_t i = 0; i < t->cap; i++)
-        if (t->slots[i].used)
-            mt_table_put(&bigger, t->slots[i].key, t->slots[i].val);
+    /* Walk from an empty slot so every probe chain is visited front to back and entries of
+     * one key keep their order. */
+    size_t start = 0;
+    while (t->slots[start].used)
+        start++;
+    for (size_t k = 1; k <= t->cap; k++) {
+        const mt_slot *s = &t->slots[(start + k) & (t->cap - 1)];
+        if (s->used)
+            mt_table_add(&bigger, s->key, s->val);
+    }
     free(t->slots);
     *t = bigger;
     return 0;
@@ -56,6 +63,19 @@ int mt_table_put(mt_table *t, uint64_t key, int64_t val)
             return 0;
         }
     }
+}
+
+int mt_table_add(mt_table *t, uint64_t key, int64_t val)
+{
+    if (2 * (t->n + 1) > t->cap && grow(t) != 0)
+        return -1;
+    size_t mask = t->cap - 1;
+    size_t i = home(t, key);
+    while (t->slots[i].used)
+        i = (i + 1) & mask;
+    t->slots[i] = (mt_slot){.key = key, .val = val, .used = 1};
+    t->n++;
+    return 0;
 }
 
 int mt_table_get(const mt_table *t, uint64_t key, int64_t *val)

@@ -2,7 +2,7 @@
  *
  * The tracer keeps two: MPI_Request -> tool request id (plus kind and communicator), and
  * MPI_Comm -> communicator table index. Linear probing, backward-shift deletion, grows at
- * half load, so a lookup is a multiply and one or two probes.
+ * half load (deletion keeps entries of one key in insertion order), so a lookup is a multiply and one or two probes.
  */
 #ifndef MPITRACE_TABLE_H
 #define MPITRACE_TABLE_H
@@ -27,9 +27,13 @@ int mt_table_init(mt_table *t, int bits);
 void mt_table_free(mt_table *t);
 /* Insert or replace; returns 0, or -1 when out of memory. */
 int mt_table_put(mt_table *t, uint64_t key, int64_t val);
-/* Returns 1 and sets *val when found, 0 otherwise. */
+/* Insert another entry even if the key is there (a multimap): entries with one key come back
+ * from get/take oldest first. Open MPI hands the same MPI_Request to several sends that
+ * completed at once, so request handles are not unique. Returns 0, or -1 when out of memory. */
+int mt_table_add(mt_table *t, uint64_t key, int64_t val);
+/* Returns 1 and sets *val when found (the oldest entry of the key), 0 otherwise. */
 int mt_table_get(const mt_table *t, uint64_t key, int64_t *val);
-/* Removes the key; returns 1 and sets *val (if not NULL) when it was there. */
+/* Removes the oldest entry of the key; returns 1 and sets *val (if not NULL) when it was there. */
 int mt_table_take(mt_table *t, uint64_t key, int64_t *val);
 
 #endif
