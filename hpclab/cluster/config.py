@@ -237,6 +237,8 @@ LaunchParameters=use_interactive_step
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/builtin
+# batch_sched_delay defaults to 3 s, which a student sees as a job that waits for nothing.
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
 ReturnToService=2
 MinJobAge=300
 KillWait=5

@@ -203,6 +203,27 @@ def _nodes_ready(lay: Layout, names: list[str]) -> bool:
     return True
 
 
+def _check_ports_free(lay: Layout) -> None:
+    """Refuse to start beside another cluster (a second clone, a site Slurm) that holds our ports."""
+    import socket as so
+
+    ours = {d.program for d in daemons(lay, config.load_nodes(lay)) if d.running()}
+    owners = {"slurmctld": "slurmctld", "slurmd": "slurmd", "slurmdbd": "slurmdbd", "mariadb": "mariadbd"}
+    for name, port in config.PORTS.items():
+        if owners[name] in ours:
+            continue
+        with so.socket(so.AF_INET, so.SOCK_STREAM) as s:
+            s.setsockopt(so.SOL_SOCKET, so.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                other = os.path.realpath(SYSTEM_SLURM_CONF) if SYSTEM_SLURM_CONF.is_symlink() else "unknown"
+                raise HpclabError(
+                    f"port {port} ({name}) is already in use by another process (another hpclab cluster? its config: {other})",
+                    "stop the other cluster ('hpclab cluster down' in its checkout) or free the port, then run 'up' again",
+                )
+
+
 def _link_system_conf(lay: Layout) -> str:
     """Make plain `sinfo` work in a new shell, unless another Slurm owns /etc/slurm/slurm.conf."""
     conf = SYSTEM_SLURM_CONF
@@ -248,6 +269,7 @@ def up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
         for d in daemons(lay, current):  # leftovers of another layout (e.g. after a crash)
             d.stop()
 
+    _check_ports_free(lay)
     config.write_configs(lay, nodes)
     _prepare_munge(lay)
     munge_daemon(lay).start()

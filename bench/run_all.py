@@ -1,0 +1,18 @@
+"""`make bench`: run every benchmark script in bench/ (each writes its table into build/bench/)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+failed = []
+for script in sorted(HERE.glob("*.py")):
+    if script.name in ("run_all.py", "common.py"):
+        continue
+    print(f"== {script.name}", flush=True)
+    if subprocess.run([sys.executable, str(script)]).returncode != 0:
+        failed.append(script.name)
+print(f"benchmarks done; tables in {HERE.parent / 'build' / 'bench'}" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+sys.exit(1 if failed else 0)
