@@ -56,6 +56,7 @@ class Site:
     constraint: str | None = None
     modules: tuple[str, ...] = ()
     extra_sbatch: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)
     source: Path | None = None
 
     def partition_names(self) -> list[str]:
@@ -144,6 +145,7 @@ def load_site(name_or_path: str | os.PathLike | None = None) -> Site:
         constraint=data.get("constraint"),
         modules=tuple(data.get("modules", [])),
         extra_sbatch=dict(data.get("extra_sbatch", {})),
+        env=dict(data.get("env", {})),
         source=path,
     )
 

@@ -372,7 +372,7 @@ class Spec(_Strict):
     def _kernel_args(cls, data: Any):
         # Pick the argument model from the kernel name, so an unknown argument is reported
         # against the right kernel ("stream has no argument 'grid'").
-        if isinstance(data, dict) and data.get("kernel") in ARGS_MODELS:
+        if isinstance(data, dict) and isinstance(data.get("kernel"), str) and data["kernel"] in ARGS_MODELS:
             args = data.get("args")
             model = ARGS_MODELS[data["kernel"]]
             # the args models carry the kernel name as their discriminator ("kernel" in args)

@@ -67,10 +67,11 @@ def _sbatch_line(key: str, value: str) -> str:
     return f"#SBATCH --{key}" if value == "" else f"#SBATCH --{key}={shlex.quote(value)}"
 
 
-def job_environment(spec: Spec) -> dict[str, str]:
-    """Variables exported in the job script: OpenMP settings, OMPI_MCA_<name> for each MCA
-    selection (read by Open MPI under srun and mpirun alike), and the spec's extra env."""
-    env = dict(spec.omp.env())
+def job_environment(spec: Spec, site: Site | None = None) -> dict[str, str]:
+    """Variables exported in the job script: the site's env, OpenMP settings, OMPI_MCA_<name>
+    for each MCA selection (read by Open MPI under srun and mpirun alike), the spec's env."""
+    env = dict(site.env) if site is not None else {}
+    env.update(spec.omp.env())
     env.update({f"OMPI_MCA_{k}": v for k, v in spec.mca.items()})
     env.update(spec.env)
     return dict(sorted(env.items()))
@@ -103,16 +104,16 @@ def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Pa
         if b.report_bindings:
             words.append("--report-bindings")
         # mpirun forwards OMPI_MCA_* by itself; everything else must be named with -x
-        for name in job_environment(spec):
+        for name in job_environment(spec, site):
             if not name.startswith("OMPI_MCA_"):
                 words += ["-x", name]
         for item in trace_env:
             words += ["-x", item]
-    if spec.numactl is not None:
-        words += spec.numactl.argv()
+    if spec.numactl is not None and spec.numactl.argv():
+        words.append(" ".join(spec.numactl.argv()))  # one word: the wrapper stays on one line
     words.append(shlex.quote(str(bin_dir / spec.kernel)))
     words += [shlex.quote(a) for a in spec.args.to_argv()]
-    words += ["--json", f"{out_dir}/result.json"]
+    words.append(f"--json {out_dir}/result.json")
     return words
 
 
@@ -162,7 +163,7 @@ def render(spec: Spec, site: Site, run_dir: Path, bin_dir: Path | None = None,
         "kernel": spec.kernel, "experiment": spec.experiment, "run_id": Path(run_dir).name,
         "template": name, "run_dir": str(run_dir), "trace": spec.trace,
         "sbatch_lines": sorted(_sbatch_line(k, v) for k, v in options.items()),
-        "sbatch": options, "modules": list(site.modules), "env": list(job_environment(spec).items()),
+        "sbatch": options, "modules": list(site.modules), "env": list(job_environment(spec, site).items()),
         "launcher": launcher, "launch": _wrap(launch_argv(spec, site, bin_dir=bin_dir, lib_dir=lib_dir)),
         "kernel_exe": str(bin_dir / spec.kernel),
         "binding_pattern": "cpu-bind" if launcher == "srun" else "MCW rank",

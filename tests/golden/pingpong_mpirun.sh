@@ -1,0 +1,64 @@
+#!/bin/bash
+# hpclab job: kernel pingpong, experiment pingpong, run 20260101-000000-000000
+# Rendered from slurm-templates/pingpong.sh.j2; the full spec is spec.json next to this file.
+# Submitting it again by hand (sbatch job.sh) repeats the run; the first run's results are kept
+# and the new ones go to rerun-<jobid>/ inside the run folder.
+# Ping-pong between rank pairs: half round-trip time and bandwidth per message size. The MCA
+# selections in the environment block decide which transport (PML/BTL/MTL) carries the messages.
+
+
+# resources
+#SBATCH --account=hpc-school-2026
+#SBATCH --cpus-per-task=1
+#SBATCH --error=/hpclab/runs/pingpong/20260101-000000-000000/stderr
+#SBATCH --exclusive
+#SBATCH --job-name=hpclab-pingpong
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --ntasks=2
+#SBATCH --open-mode=append
+#SBATCH --output=/hpclab/runs/pingpong/20260101-000000-000000/stdout
+#SBATCH --partition=short
+#SBATCH --qos=normal
+#SBATCH --time=00:10:00
+
+set -uo pipefail
+
+# environment
+module load gcc/12
+module load openmpi/4.1
+module load hwloc
+export OMPI_MCA_btl='^openib'
+export OMPI_MCA_pml=ob1
+export UCX_LOG_LEVEL=error
+RUN_DIR=/hpclab/runs/pingpong/20260101-000000-000000
+OUT_DIR="$RUN_DIR"
+if [[ -e "$RUN_DIR/result.json" ]]; then
+  OUT_DIR="$RUN_DIR/rerun-$SLURM_JOB_ID"
+fi
+mkdir -p "$OUT_DIR/provenance"
+cd "$OUT_DIR" || exit 1
+
+# provenance: where the job ran, the hardware of each node, the environment, the versions
+scontrol show hostnames "$SLURM_JOB_NODELIST" > provenance/nodes.txt
+srun --mpi=none --ntasks-per-node=1 --ntasks="$SLURM_JOB_NUM_NODES" --cpu-bind=none \
+    bash -c 'lstopo --of xml > "provenance/lstopo-${SLURMD_NODENAME:-$(hostname)}.xml"'
+env | grep -E '^(OMP|SLURM|OMPI)_' | sort > provenance/env.txt
+{
+  echo "srun: $(srun --version)"
+  echo "mpirun: $(mpirun --version 2>&1 | head -n 1)"
+  echo "kernel: $(ls -l /hpclab/build/bin/pingpong)"
+  echo "uname: $(uname -srvm)"
+} > provenance/versions.txt 2>&1
+
+
+# run
+mpirun -np "$SLURM_NTASKS" --map-by ppr:1:node --bind-to core --report-bindings -x UCX_LOG_LEVEL \
+    numactl --membind=0 -- /hpclab/build/bin/pingpong --max-bytes 4194304 --no-check \
+    --json "$OUT_DIR"/result.json
+status=$?
+
+# binding report: what mpirun said about each rank's CPUs (it writes to stderr)
+grep -E 'MCW rank' "$RUN_DIR/stderr" > provenance/binding.txt || true
+echo "hpclab: kernel exit code $status"
+exit $status

@@ -1,0 +1,128 @@
+"""Rendered job scripts: compared with golden files, syntax-checked by bash, and overridable by
+instructors through HPCLAB_TEMPLATES.
+
+Regenerate the golden files after an intended change with:
+    HPCLAB_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_templates.py
+and review the diff before committing.
+"""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpclab import templates
+from hpclab.errors import HpclabError
+from hpclab.site import load_site
+from hpclab.spec import make_spec
+
+GOLDEN = Path(__file__).parent / "golden"
+BIN, LIB = Path("/hpclab/build/bin"), Path("/hpclab/build/lib")
+
+CASES = {
+    "stream_srun": ("local", dict(
+        kernel="stream", ntasks=2, args={"size": 2000000, "reps": 10},
+        omp={"num_threads": 2, "proc_bind": "close", "places": "cores"},
+        binding={"cpu_bind": "cores", "distribution": "block:block"}, mca={"btl": "self,vader"})),
+    "pingpong_mpirun": ("example-cluster", dict(
+        kernel="pingpong", nodes=2, ntasks=2, ntasks_per_node=1, launcher="mpirun",
+        args={"max_bytes": 4194304, "no_check": True},
+        binding={"map_by": "ppr:1:node", "bind_to": "core"}, numactl={"membind": "0"},
+        mca={"pml": "ob1", "btl": "^openib"}, env={"UCX_LOG_LEVEL": "error"}, time="00:10:00")),
+    "poisson_trace": ("local", dict(
+        kernel="poisson", ntasks=4, args={"n": 512, "grid": "2x2", "exchange": "nonblocking", "iters": 100},
+        binding={"hint": "nomultithread"}, trace=True, experiment="halo")),
+}
+
+
+def render_case(name):
+    site_name, fields = CASES[name]
+    spec = make_spec(fields)
+    run_dir = Path("/hpclab/runs") / spec.experiment / "20260101-000000-000000"
+    return templates.render(spec, load_site(site_name), run_dir, bin_dir=BIN, lib_dir=LIB)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rendered_script_matches_golden(name):
+    """Does the rendered script equal the reviewed golden file, line for line?"""
+    text = render_case(name)
+    golden = GOLDEN / f"{name}.sh"
+    if os.environ.get("HPCLAB_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert golden.exists(), f"no golden file {golden}; run with HPCLAB_UPDATE_GOLDEN=1"
+    assert text == golden.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rendered_script_is_valid_bash(name):
+    """Does bash accept the script's syntax?"""
+    res = subprocess.run(["bash", "-n"], input=render_case(name), text=True, capture_output=True)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sbatch_lines_are_sorted_under_resources(name):
+    """Are all #SBATCH lines one sorted block right after '# resources', before any command?"""
+    lines = render_case(name).splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("#SBATCH"))
+    block = [ln for ln in lines if ln.startswith("#SBATCH")]
+    assert lines[first - 1] == "# resources"
+    assert lines[first:first + len(block)] == sorted(block)
+    before = [ln for ln in lines[:first] if ln and not ln.startswith("#")]
+    assert before == []  # sbatch ignores #SBATCH lines after the first command
+    for section in ("# environment", "# run"):
+        assert section in lines
+
+
+def test_srun_binding_is_always_reported():
+    """Does srun get --cpu-bind=verbose even when the spec sets no binding?"""
+    spec = make_spec(kernel="stream")
+    text = templates.render(spec, load_site("local"), Path("/r/x"), bin_dir=BIN, lib_dir=LIB)
+    assert "--cpu-bind=verbose " in text
+
+
+def _override(tmp_path, body):
+    d = tmp_path / "tpl"
+    d.mkdir()
+    (d / "stream.sh.j2").write_text(body)
+    return d
+
+
+def test_instructor_template_overrides_and_gets_required_directives(tmp_path, monkeypatch):
+    """Does a template in HPCLAB_TEMPLATES win, and get job name, output, error, ntasks and time
+    added when it leaves them out (and only those it leaves out)?"""
+    d = _override(tmp_path, "#!/bin/bash\n#SBATCH --job-name=mine\n#SBATCH --exclusive\n{{ launch }}\n")
+    monkeypatch.setenv("HPCLAB_TEMPLATES", str(d))
+    text = templates.render(make_spec(kernel="stream", ntasks=2), load_site("local"), Path("/r/x"),
+                            bin_dir=BIN, lib_dir=LIB)
+    keys = re.findall(r"^#SBATCH --([a-z-]+)", text, flags=re.M)
+    assert keys == sorted(keys)
+    assert keys.count("job-name") == 1 and "#SBATCH --job-name=mine" in text
+    for key in ("output", "error", "ntasks", "time"):
+        assert key in keys
+    assert "exclusive" in keys
+
+
+def test_template_without_sbatch_lines_gets_them_after_shebang(tmp_path, monkeypatch):
+    """Does a template with no #SBATCH lines get the required ones right after the shebang?"""
+    d = _override(tmp_path, "#!/bin/bash\necho hi\n")
+    monkeypatch.setenv("HPCLAB_TEMPLATES", str(d))
+    lines = templates.render(make_spec(kernel="stream"), load_site("local"), Path("/r/x")).splitlines()
+    assert lines[0] == "#!/bin/bash" and lines[1] == "# resources"
+    assert [ln.split("=")[0] for ln in lines[2:7]] == sorted(
+        ["#SBATCH --error", "#SBATCH --job-name", "#SBATCH --ntasks", "#SBATCH --output", "#SBATCH --time"])
+
+
+def test_broken_template_is_a_clear_error(tmp_path, monkeypatch):
+    """Is a template with a Jinja error reported with its name, not a Jinja traceback?"""
+    monkeypatch.setenv("HPCLAB_TEMPLATES", str(_override(tmp_path, "{% if %}\n")))
+    with pytest.raises(HpclabError, match="stream.sh.j2 is broken"):
+        templates.render(make_spec(kernel="stream"), load_site("local"), Path("/r/x"))
+
+
+def test_missing_template_is_a_clear_error(tmp_path):
+    """Is a kernel without a template reported with the folders searched?"""
+    with pytest.raises(HpclabError, match="no job template"):
+        templates.render(make_spec(kernel="stream"), load_site("local"), Path("/r/x"), dirs=[tmp_path])
