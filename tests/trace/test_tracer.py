@@ -1,0 +1,212 @@
+"""The PMPI tracer end to end: a real MPI program under LD_PRELOAD, loaded back with the loader.
+
+tests/trace/trace_prog.c makes calls whose answers are known in advance (peers, tags, sizes,
+roots), so the loaded trace is compared with exact values. Runs use 2 and 3 ranks with
+--oversubscribe (the course VM has 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpclab import paths
+from hpclab.errors import HpclabError
+from hpclab.trace.events import check
+from hpclab.trace.load import load_dir
+from hpclab.trace.matching import match
+
+HERE = Path(__file__).resolve().parent
+LIB = paths.lib_dir() / "libmpitrace.so"
+
+pytestmark = pytest.mark.skipif(not shutil.which("mpicc") or not shutil.which("mpirun"),
+                                reason="needs mpicc and mpirun (Open MPI)")
+
+
+@pytest.fixture(scope="module")
+def prog(tmp_path_factory) -> Path:
+    """The tracer library (built with make) and the test program (built here with mpicc)."""
+    subprocess.run(["make", "-s", "-C", str(paths.repo() / "src" / "mpitrace")], check=True,
+                   capture_output=True)
+    out = tmp_path_factory.mktemp("prog") / "trace_prog"
+    subprocess.run(["mpicc", "-O1", "-o", str(out), str(HERE / "trace_prog.c")], check=True)
+    return out
+
+
+def run_traced(cmd: list[str], ranks: int, trace_dir: Path, check_rc: bool = True,
+               **env) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+    exports = {"LD_PRELOAD": str(LIB), "MPITRACE_DIR": str(trace_dir), **env}
+    args = ["mpirun", "-np", str(ranks), "--oversubscribe"]
+    for k, v in exports.items():
+        args += ["-x", f"{k}={v}"]
+    res = subprocess.run(args + cmd, env=full_env, capture_output=True, text=True, timeout=120)
+    if check_rc:
+        assert res.returncode == 0, res.stderr
+    return res
+
+
+@pytest.fixture(scope="module", params=[2, 3])
+def traced(request, prog, tmp_path_factory):
+    p = request.param
+    d = tmp_path_factory.mktemp(f"trace{p}") / "trace"
+    run_traced([str(prog)], p, d)
+    return p, load_dir(d)
+
+
+def rows(trace, rank, call):
+    ev = trace.events
+    return ev[(ev["rank"] == rank) & (ev["call"] == call)]
+
+
+def test_every_rank_records_the_calls_it_made(traced):
+    """Does each rank's trace hold exactly the calls the program made, no more, no fewer?"""
+    p, t = traced
+    expected = {"MPI_Init": 1, "MPI_Send": 2, "MPI_Recv": 3, "MPI_Isend": 3, "MPI_Irecv": 2,
+                "MPI_Waitall": 1, "MPI_Sendrecv": 1, "MPI_Wait": 1, "MPI_Comm_split": 1,
+                "MPI_Cart_create": 1, "MPI_Allreduce": 1, "MPI_Bcast": 1, "MPI_Reduce": 1,
+                "MPI_Barrier": 1, "MPI_Finalize": 1, "region_begin": 3, "region_end": 3}
+    for r in range(p):
+        got = t.events[t.events["rank"] == r]["call"].value_counts().to_dict()
+        assert got.pop("MPI_Test") >= 1  # polled until the send completed
+        assert got == expected, f"rank {r}"
+    assert t.meta["calls_mapped"] == {"MPI_Comm_free -> dropped": 2 * p}
+    assert [str(x) for x in check(t) if x.fatal] == []
+    assert t.meta["problems"] == []
+
+
+def test_peers_are_world_ranks_and_receives_carry_what_matched(traced):
+    """Are peers world ranks, and do receives (also wildcard ones) carry the matched source, tag and size?"""
+    p, t = traced
+    for r in range(p):
+        right, left = (r + 1) % p, (r - 1) % p
+        send = rows(t, r, "MPI_Send")
+        assert send[["peer", "tag", "bytes", "comm"]].values.tolist() == [[right, 1, 400, 0],
+                                                                          [-2, 5, 0, 0]]
+        recv = rows(t, r, "MPI_Recv")
+        # ring, PROC_NULL (matched tag MPI_ANY_TAG = -1, no data), Cartesian ring
+        assert recv[["peer", "bytes"]].values.tolist() == [[left, 400], [-2, 0], [right, 8]]
+        assert recv["tag"].tolist()[0] == 1 and recv["tag"].tolist()[2] == 6
+        irecv = rows(t, r, "MPI_Irecv")
+        # the second was posted for MPI_ANY_SOURCE with room for 160 B; 40 B came from the right
+        assert irecv[["peer", "tag", "bytes"]].values.tolist() == [[left, 2, 80], [right, 3, 40]]
+        sr = rows(t, r, "MPI_Sendrecv").iloc[0]
+        assert (sr.peer, sr.tag, sr.bytes) == (right, 4, 12)
+        assert (sr.recv_peer, sr.recv_tag, sr.recv_bytes) == (left, 4, 12)
+
+
+def test_cartesian_communicator_is_translated_and_named_alike_on_all_ranks(traced):
+    """On a communicator with reversed ranks, are peers and roots world ranks and the comm id shared?"""
+    p, t = traced
+    split = t.events[t.events["call"] == "MPI_Comm_split"]
+    assert set(split["comm"]) == {0}
+    carts = {int(rows(t, r, "MPI_Isend")["comm"].iloc[-1]) for r in range(p)}
+    assert len(carts) == 1
+    cart = carts.pop()
+    assert t.comms[cart] == list(range(p - 1, -1, -1))
+    assert t.comms[0] == list(range(p))
+    for r in range(p):
+        # cart rank c = p-1-r; the shift sends to c+1, which is world rank r-1
+        assert rows(t, r, "MPI_Isend")["peer"].iloc[-1] == (r - 1) % p
+        assert rows(t, r, "MPI_Bcast")["root"].iloc[0] == p - 1
+        assert rows(t, r, "MPI_Reduce")["root"].iloc[0] == p - 2
+        assert rows(t, r, "MPI_Reduce")["comm"].iloc[0] == cart
+
+
+def test_wait_and_test_name_the_requests_they_completed(traced):
+    """Does every request id complete exactly once, with REQUEST_NULL simply absent?"""
+    p, t = traced
+    for r in range(p):
+        ev = t.events[t.events["rank"] == r]
+        ids = sorted(ev.loc[ev["req"] >= 0, "req"])
+        done = [i for c in ev["completes"] for i in c]
+        assert sorted(done) == ids == list(range(5))
+        assert rows(t, r, "MPI_Waitall")["completes"].iloc[0] == (0, 1, 2, 3)
+        assert rows(t, r, "MPI_Wait")["completes"].iloc[0] == ()
+
+
+def test_bytes_sent_equal_bytes_received_and_every_message_matches(traced):
+    """Do all sends find their receive, with total bytes sent equal to total bytes received?"""
+    p, t = traced
+    m = match(t)
+    assert m.problems == []
+    ev = t.events
+    sent = ev.loc[ev["call"].isin(["MPI_Send", "MPI_Isend", "MPI_Sendrecv"]) & (ev["peer"] >= 0), "bytes"].sum()
+    recvd = (ev.loc[ev["call"].isin(["MPI_Recv", "MPI_Irecv"]) & (ev["peer"] >= 0), "bytes"].sum()
+             + ev.loc[ev["call"] == "MPI_Sendrecv", "recv_bytes"].sum())
+    assert sent == recvd == p * (400 + 80 + 40 + 12 + 8)
+    assert len(m.messages) == 5 * p
+    assert t.meta["clock_violations"] == 0
+
+
+def test_regions_carry_their_names_and_nest(traced):
+    """Are user regions recorded by name, in order, and properly nested?"""
+    p, t = traced
+    for r in range(p):
+        reg = t.events[(t.events["rank"] == r) & t.events["call"].str.startswith("region")]
+        assert list(zip(reg["call"], reg["name"])) == [
+            ("region_begin", "setup"), ("region_end", "setup"), ("region_begin", "exchange"),
+            ("region_begin", "inner"), ("region_end", "inner"), ("region_end", "exchange")]
+
+
+def test_times_are_ordered_and_hosts_known(traced):
+    """Do events on a rank follow each other in time, and does every rank name its host?"""
+    p, t = traced
+    ev = t.events
+    assert (ev["t_exit"] >= ev["t_enter"]).all()
+    for r in range(p):
+        e = ev[ev["rank"] == r]
+        assert (e["t_enter"].to_numpy()[1:] >= e["t_exit"].to_numpy()[:-1]).all()
+        assert (e["seq"].diff().dropna() > 0).all()
+    assert sorted(t.hosts) == list(range(p)) and all(t.hosts.values())
+    assert t.meta["finalized"] == {r: True for r in range(p)}
+
+
+def test_run_without_finalize_loads_what_was_flushed(prog, tmp_path):
+    """Does a run that exits without MPI_Finalize give a clear error, and with strict=False the flushed events?"""
+    d = tmp_path / "trace"
+    run_traced([str(prog), "crash"], 2, d, check_rc=False)
+    # _exit skips atexit handlers, as a crash does: the file says it was never closed.
+    with pytest.raises(HpclabError, match=r"rank-000000\.mpit \(rank 0\) was not closed"):
+        load_dir(d)
+    t = load_dir(d, strict=False)
+    assert len(t.meta["problems"]) == 2
+    assert all("rank-00000" in x for x in t.meta["problems"])
+    for r in range(2):
+        calls = rows(t, r, "MPI_Sendrecv")
+        assert len(calls) == 1  # flushed before the crash
+        ev = t.events[t.events["rank"] == r]
+        assert "MPI_Finalize" not in set(ev["call"])
+    # The barrier after the flush was still in the buffer: lost, as in a crash.
+    assert "MPI_Barrier" not in set(t.events["call"])
+    assert any("MPI_Finalize was never reached" in str(x) for x in check(t))
+
+
+def test_existing_trace_is_never_overwritten(prog, tmp_path):
+    """Does a second run into the same folder leave the first trace alone and trace nothing?"""
+    d = tmp_path / "trace"
+    run_traced([str(prog)], 2, d)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    res = run_traced([str(prog)], 2, d)
+    assert "tracing is off" in res.stderr
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+
+
+def test_poisson_traced_has_its_regions():
+    """Does build/bin/poisson, traced at 2 ranks, record the exchange/red/black regions?"""
+    exe = paths.bin_dir() / "poisson"
+    if not exe.exists():
+        pytest.skip("build/bin/poisson is not built (make -C src)")
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "trace"
+        run_traced([str(exe)], 2, d)
+        t = load_dir(d)
+    names = set(t.events.loc[t.events["call"] == "region_begin", "name"])
+    assert {"exchange", "red", "black"} <= names
+    assert [str(x) for x in check(t) if x.fatal] == []

@@ -1,0 +1,97 @@
+/* trace_prog.c - the MPI program tests/trace/test_tracer.py runs under the tracer.
+ *
+ * Every call it makes has an answer known in advance (peers, tags, sizes), which the test
+ * checks against the loaded trace. `trace_prog crash` flushes the trace, makes one more call
+ * and leaves with _exit() without MPI_Finalize, like a crashed run.
+ */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void mpitrace_begin(const char *name) __attribute__((weak));
+void mpitrace_end(const char *name) __attribute__((weak));
+void mpitrace_flush(void) __attribute__((weak));
+
+static void begin(const char *n) { if (mpitrace_begin) mpitrace_begin(n); }
+static void end(const char *n) { if (mpitrace_end) mpitrace_end(n); }
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int crash = argc > 1 && strcmp(argv[1], "crash") == 0;
+    int r, p;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &p);
+    int right = (r + 1) % p, left = (r - 1 + p) % p;
+    int ibuf[100] = {0}, ibuf2[100];
+    double d[20] = {0}, d2[20], d3[20];
+
+    /* 1. ring with blocking calls; even ranks send first (400 B: eager on every transport) */
+    begin("setup");
+    if (r % 2 == 0) {
+        MPI_Send(ibuf, 100, MPI_INT, right, 1, MPI_COMM_WORLD);
+        MPI_Recv(ibuf2, 100, MPI_INT, left, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(ibuf2, 100, MPI_INT, left, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(ibuf, 100, MPI_INT, right, 1, MPI_COMM_WORLD);
+    }
+    end("setup");
+
+    /* 2. non-blocking exchange; the second receive is posted for any source and larger than
+     * the message, and the array holds a REQUEST_NULL */
+    begin("exchange");
+    MPI_Request q[5];
+    MPI_Irecv(d2, 10, MPI_DOUBLE, left, 2, MPI_COMM_WORLD, &q[0]);
+    MPI_Irecv(d3, 20, MPI_DOUBLE, MPI_ANY_SOURCE, 3, MPI_COMM_WORLD, &q[1]);
+    MPI_Isend(d, 10, MPI_DOUBLE, right, 2, MPI_COMM_WORLD, &q[2]);
+    MPI_Isend(d, 5, MPI_DOUBLE, left, 3, MPI_COMM_WORLD, &q[3]);
+    q[4] = MPI_REQUEST_NULL;
+    begin("inner");
+    end("inner");
+    MPI_Waitall(5, q, MPI_STATUSES_IGNORE);
+    end("exchange");
+
+    /* 3. Sendrecv receiving from any source with any tag */
+    MPI_Status st;
+    MPI_Sendrecv(ibuf, 3, MPI_INT, right, 4, ibuf2, 16, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG,
+                 MPI_COMM_WORLD, &st);
+
+    if (crash) {
+        mpitrace_flush();
+        MPI_Barrier(MPI_COMM_WORLD); /* recorded, never flushed: lost like in a crash */
+        _exit(0);
+    }
+
+    /* 4. MPI_PROC_NULL both ways, and a Wait on MPI_REQUEST_NULL */
+    MPI_Send(ibuf, 7, MPI_INT, MPI_PROC_NULL, 5, MPI_COMM_WORLD);
+    MPI_Recv(ibuf2, 7, MPI_INT, MPI_PROC_NULL, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Request rn = MPI_REQUEST_NULL;
+    MPI_Wait(&rn, MPI_STATUS_IGNORE);
+
+    /* 5. a communicator with the ranks reversed, and a ring on a Cartesian one made from it:
+     * communicator ranks differ from world ranks, so peers must be translated */
+    MPI_Comm rev, cart;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, p - r, &rev);
+    int dims[1] = {p}, periods[1] = {1};
+    MPI_Cart_create(rev, 1, dims, periods, 0, &cart);
+    int src, dst;
+    MPI_Cart_shift(cart, 0, 1, &src, &dst);
+    MPI_Request qc;
+    MPI_Isend(ibuf, 2, MPI_INT, dst, 6, cart, &qc);
+    MPI_Recv(ibuf2, 2, MPI_INT, src, 6, cart, MPI_STATUS_IGNORE);
+    int flag = 0;
+    while (!flag)
+        MPI_Test(&qc, &flag, MPI_STATUS_IGNORE);
+
+    /* 6. collectives: roots given as communicator ranks */
+    double x = r, sum;
+    MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Bcast(ibuf, 4, MPI_INT, 0, rev);        /* rev rank 0 = world rank p-1 */
+    MPI_Reduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, 1, cart); /* cart rank 1 = world rank p-2 */
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Comm_free(&cart);
+    MPI_Comm_free(&rev);
+    MPI_Finalize();
+    return 0;
+}
