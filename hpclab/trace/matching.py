@@ -75,7 +75,7 @@ def match(trace: Trace, max_problems: int = 20) -> Matching:
     lone_r = m[m["_merge"] == "right_only"]
     for row in lone_s.head(max_problems).itertuples():
         prob(int(row.idx_s), f"send to rank {row.dst} (comm {row.comm}, tag {row.tag}, "
-             f"{row.bytes_s} B) is never received")
+             f"{int(row.bytes_s)} B) is never received")
     for row in lone_r.head(max_problems).itertuples():
         prob(int(row.idx_r), f"receive from rank {row.src} (comm {row.comm}, tag {row.tag}) "
              "has no matching send")
