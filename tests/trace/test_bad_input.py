@@ -32,7 +32,7 @@ def test_overlapping_events_name_rank_and_event():
     ev = t.events.copy()
     i = ev.index[(ev["rank"] == 1) & (ev["call"] == "MPI_Allreduce")][0]
     ev.loc[i, "t_enter"] = ev.loc[i - 1, "t_exit"] - 50
-    with pytest.raises(HpclabError, match=r"rank 1, event seq 3 \(MPI_Allreduce\)"):
+    with pytest.raises(HpclabError, match=r"rank 1, event seq 2 \(MPI_Allreduce\)"):
         validate(t.with_events(ev))
 
 
