@@ -1,0 +1,500 @@
+/* poisson: 2D Poisson (steady heat) -lap(u) = f on the unit square, N x N interior points,
+   Dirichlet zero boundary, solved with red-black Gauss-Seidel on a 2D Cartesian process grid.
+   The right-hand side is manufactured from u = sin(pi x) sin(pi y) (f = 2 pi^2 u), so the
+   error against the analytic answer is known and checked. Within one colour the update order
+   does not matter, so every process grid and halo-exchange variant gives bit-identical numbers.
+   Phases per iteration: red sweep, halo exchange (copy + MPI), black sweep, exchange,
+   residuum (max norm, MPI_Allreduce). Each phase is timed per rank and wrapped in optional
+   tracer hooks (mpitrace_begin/_end, provided by build/lib/libmpitrace.so when preloaded). */
+#include <float.h>
+#include <math.h>
+#include <mpi.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "json.h"
+#include "report.h"
+#include "timer.h"
+
+/* Interior points per dimension. GS needs O(N^2) sweeps to converge, so keep the default small
+   enough to converge in seconds on one core. */
+#ifndef POISSON_N
+#define POISSON_N 128
+#endif
+/* Stop when max-norm residual <= tol * initial residual (default when no --iters is given). */
+#ifndef POISSON_TOL
+#define POISSON_TOL 1e-6
+#endif
+/* Upper bound on sweeps when only a tolerance is given. */
+#ifndef POISSON_MAX_ITERS
+#define POISSON_MAX_ITERS 1000000
+#endif
+
+/* Weak: the solver runs without the tracer; with it, each phase appears as a user region. */
+extern void mpitrace_begin(const char *name) __attribute__((weak));
+extern void mpitrace_end(const char *name) __attribute__((weak));
+#define REGION_BEGIN(n) do { if (mpitrace_begin) mpitrace_begin(n); } while (0)
+#define REGION_END(n) do { if (mpitrace_end) mpitrace_end(n); } while (0)
+
+enum exchange_kind { BLOCKING, SENDRECV, NONBLOCKING };
+static const char *EXCHANGE_NAMES[] = {"blocking", "sendrecv", "nonblocking"};
+
+static const char *ALLOWED = "--n N (1..1000000), --grid PxQ, "
+                             "--exchange blocking|sendrecv|nonblocking, --iters K (1..100000000), "
+                             "--tol T (0..1), --json FILE, --help";
+
+typedef struct {
+    long long n, iters;
+    double tol;
+    int p, q; /* 0: MPI_Dims_create chooses */
+    enum exchange_kind exchange;
+    const char *json;
+} options;
+
+/* Timers, seconds: compute phases and MPI call classes. */
+enum { T_COPY, T_RED, T_BLACK, T_RESID, T_HALO, T_ALLRED, T_TOTAL, NT };
+
+typedef struct {
+    MPI_Comm cart;
+    int coords[2], dims[2];
+    int xlo, xhi, ylo, yhi;  /* neighbours, MPI_PROC_NULL at the domain boundary */
+    long long nx, ny;        /* local interior points */
+    long long ix0, iy0;      /* global index of local point 0 (the halo) */
+    long long stride;        /* ny + 2 */
+    double *u, *h2f;         /* (nx+2) x (ny+2), row-major in x */
+    double *sbuf, *rbuf;     /* 4 faces: x-lo, x-hi (ny each), y-lo, y-hi (nx each) */
+    enum exchange_kind exchange;
+    double t[NT];
+} domain;
+
+static options parse(int argc, char **argv, int rank, int size)
+{
+    options o = {POISSON_N, 0, -1.0, 0, 0, SENDRECV, NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--n"))
+            o.n = hpc_arg_ll(a, hpc_arg_value(argc, argv, &i, ALLOWED), 1, 1000000, "1..1000000");
+        else if (!strcmp(a, "--iters"))
+            o.iters = hpc_arg_ll(a, hpc_arg_value(argc, argv, &i, ALLOWED), 1, 100000000, "1..100000000");
+        else if (!strcmp(a, "--tol"))
+            o.tol = hpc_arg_double(a, hpc_arg_value(argc, argv, &i, ALLOWED), 0.0, 1.0, "0..1 (relative to the initial residual)");
+        else if (!strcmp(a, "--grid")) {
+            const char *v = hpc_arg_value(argc, argv, &i, ALLOWED);
+            char allowed[128], tail;
+            snprintf(allowed, sizeof allowed, "PxQ with P*Q = %d ranks (e.g. %dx1, 1x%d)", size, size, size);
+            if (sscanf(v, "%dx%d%c", &o.p, &o.q, &tail) != 2 || o.p < 1 || o.q < 1) {
+                char what[160];
+                snprintf(what, sizeof what, "'%s' is not PxQ with P, Q >= 1", v);
+                hpc_usage_error(a, what, allowed);
+            }
+            if ((long long)o.p * o.q != size) {
+                char what[160];
+                snprintf(what, sizeof what, "%dx%d needs %lld ranks, this run has %d", o.p, o.q,
+                         (long long)o.p * o.q, size);
+                hpc_usage_error(a, what, allowed);
+            }
+        } else if (!strcmp(a, "--exchange")) {
+            const char *v = hpc_arg_value(argc, argv, &i, ALLOWED);
+            int k = -1;
+            for (int e = 0; e < 3; e++)
+                if (!strcmp(v, EXCHANGE_NAMES[e])) k = e;
+            if (k < 0) {
+                char what[160];
+                snprintf(what, sizeof what, "'%s' is not a known variant", v);
+                hpc_usage_error(a, what, "blocking, sendrecv, nonblocking");
+            }
+            o.exchange = (enum exchange_kind)k;
+        } else if (!strcmp(a, "--json"))
+            o.json = hpc_arg_value(argc, argv, &i, ALLOWED);
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            if (rank == 0)
+                printf("usage: poisson [--n N] [--grid PxQ] [--exchange blocking|sendrecv|nonblocking]\n"
+                       "               [--iters K] [--tol T] [--json FILE]\n"
+                       "  Red-black Gauss-Seidel for -lap(u) = 2 pi^2 sin(pi x) sin(pi y) on N x N points.\n"
+                       "  --n N        interior points per dimension (default %d)\n"
+                       "  --grid PxQ   process grid, P along x (default: MPI_Dims_create); uneven splits allowed\n"
+                       "  --exchange   halo exchange: blocking (ordered Send/Recv), sendrecv (default),\n"
+                       "               nonblocking (Isend/Irecv/Waitall)\n"
+                       "  --iters K    stop after K sweeps (alone: exactly K)\n"
+                       "  --tol T      stop when residual <= T x initial residual (default %g without --iters)\n"
+                       "  --json FILE  also write the report as JSON (FILE must not exist)\n",
+                       POISSON_N, POISSON_TOL);
+            MPI_Finalize();
+            exit(0);
+        } else
+            hpc_usage_error(a, "unknown argument", ALLOWED);
+    }
+    if (o.iters == 0 && o.tol < 0) o.tol = POISSON_TOL;
+    if (o.iters == 0) o.iters = POISSON_MAX_ITERS;
+    if (o.tol < 0) o.tol = 0.0;
+    return o;
+}
+
+#define AT(d, i, j) ((d)->u[(i) * (d)->stride + (j)])
+
+/* Faces into the send buffer: [x-lo row | x-hi row | y-lo column | y-hi column]. */
+static void pack(domain *d)
+{
+    const long long nx = d->nx, ny = d->ny;
+    double *s = d->sbuf;
+    memcpy(s, &AT(d, 1, 1), (size_t)ny * sizeof(double));
+    memcpy(s + ny, &AT(d, nx, 1), (size_t)ny * sizeof(double));
+    for (long long i = 0; i < nx; i++) {
+        s[2 * ny + i] = AT(d, i + 1, 1);
+        s[2 * ny + nx + i] = AT(d, i + 1, ny);
+    }
+}
+
+/* Received faces into the halo. Faces at the domain boundary were not received: the halo
+   there holds the Dirichlet zero and must stay so. */
+static void unpack(domain *d)
+{
+    const long long nx = d->nx, ny = d->ny;
+    const double *r = d->rbuf;
+    if (d->xlo != MPI_PROC_NULL) memcpy(&AT(d, 0, 1), r, (size_t)ny * sizeof(double));
+    if (d->xhi != MPI_PROC_NULL) memcpy(&AT(d, nx + 1, 1), r + ny, (size_t)ny * sizeof(double));
+    for (long long i = 0; i < nx; i++) {
+        if (d->ylo != MPI_PROC_NULL) AT(d, i + 1, 0) = r[2 * ny + i];
+        if (d->yhi != MPI_PROC_NULL) AT(d, i + 1, ny + 1) = r[2 * ny + nx + i];
+    }
+}
+
+static void exchange(domain *d)
+{
+    const int ny = (int)d->ny, nx = (int)d->nx;
+    double *s = d->sbuf, *r = d->rbuf;
+    /* face k: peer, send offset = receive offset, count */
+    const int peer[4] = {d->xlo, d->xhi, d->ylo, d->yhi};
+    const int off[4] = {0, ny, 2 * ny, 2 * ny + nx};
+    const int cnt[4] = {ny, ny, nx, nx};
+    MPI_Comm c = d->cart;
+    double t;
+
+    REGION_BEGIN("copy");
+    t = hpc_now();
+    pack(d);
+    d->t[T_COPY] += hpc_now() - t;
+    REGION_END("copy");
+
+    REGION_BEGIN("exchange");
+    t = hpc_now();
+    /* Tags name the direction of travel: 0 towards lower coordinates, 1 towards higher. */
+    if (d->exchange == NONBLOCKING) {
+        MPI_Request req[8];
+        for (int k = 0; k < 4; k++)
+            MPI_Irecv(r + off[k], cnt[k], MPI_DOUBLE, peer[k], k % 2 == 0 ? 1 : 0, c, &req[k]);
+        for (int k = 0; k < 4; k++)
+            MPI_Isend(s + off[k], cnt[k], MPI_DOUBLE, peer[k], k % 2 == 0 ? 0 : 1, c, &req[4 + k]);
+        MPI_Waitall(8, req, MPI_STATUSES_IGNORE);
+    } else if (d->exchange == SENDRECV) {
+        for (int dim = 0; dim < 2; dim++) {
+            int lo = 2 * dim, hi = 2 * dim + 1;
+            MPI_Sendrecv(s + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 1, r + off[lo], cnt[lo],
+                         MPI_DOUBLE, peer[lo], 1, c, MPI_STATUS_IGNORE);
+            MPI_Sendrecv(s + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 0, r + off[hi], cnt[hi],
+                         MPI_DOUBLE, peer[hi], 0, c, MPI_STATUS_IGNORE);
+        }
+    } else {
+        /* The naive version: blocking calls ordered by coordinate parity so that neighbours
+           pair up. Correct, but each pair waits for the one before it. */
+        for (int dim = 0; dim < 2; dim++) {
+            int lo = 2 * dim, hi = 2 * dim + 1;
+            if (d->coords[dim] % 2 == 0) {
+                MPI_Send(s + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 1, c);
+                MPI_Recv(r + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 0, c, MPI_STATUS_IGNORE);
+                MPI_Send(s + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 0, c);
+                MPI_Recv(r + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 1, c, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(r + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 1, c, MPI_STATUS_IGNORE);
+                MPI_Send(s + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 0, c);
+                MPI_Recv(r + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 0, c, MPI_STATUS_IGNORE);
+                MPI_Send(s + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 1, c);
+            }
+        }
+    }
+    d->t[T_HALO] += hpc_now() - t;
+    REGION_END("exchange");
+
+    REGION_BEGIN("copy");
+    t = hpc_now();
+    unpack(d); /* for nonblocking: only after Waitall, the data is there */
+    d->t[T_COPY] += hpc_now() - t;
+    REGION_END("copy");
+}
+
+/* One colour of Gauss-Seidel: colour 0 (red) where global i + j is even, 1 (black) odd. */
+static void sweep(domain *d, int colour)
+{
+    const char *name = colour ? "black" : "red";
+    REGION_BEGIN(name);
+    double t = hpc_now();
+    const long long nx = d->nx, ny = d->ny, st = d->stride;
+    double *u = d->u;
+    const double *g = d->h2f;
+#pragma omp parallel for schedule(static)
+    for (long long i = 1; i <= nx; i++) {
+        long long j0 = ((d->ix0 + i + d->iy0 + 1) % 2 == colour) ? 1 : 2;
+        for (long long j = j0; j <= ny; j += 2) {
+            long long k = i * st + j;
+            u[k] = 0.25 * (u[k - st] + u[k + st] + u[k - 1] + u[k + 1] + g[k]);
+        }
+    }
+    d->t[colour ? T_BLACK : T_RED] += hpc_now() - t;
+    REGION_END(name);
+}
+
+/* Max-norm of f - A u over the whole grid (A = 5-point -lap / h^2). Max is exact in floating
+   point, so the value does not depend on the decomposition. */
+static double residuum(domain *d, double h2)
+{
+    REGION_BEGIN("residuum");
+    double t = hpc_now();
+    const long long nx = d->nx, ny = d->ny, st = d->stride;
+    const double *u = d->u, *g = d->h2f;
+    const double inv_h2 = 1.0 / h2; /* multiply, not divide: the loop stays cheap */
+    double rmax = 0.0;
+#pragma omp parallel for reduction(max : rmax) schedule(static)
+    for (long long i = 1; i <= nx; i++)
+        for (long long j = 1; j <= ny; j++) {
+            long long k = i * st + j;
+            double r = fabs((g[k] + u[k - st] + u[k + st] + u[k - 1] + u[k + 1] - 4.0 * u[k]) * inv_h2);
+            rmax = r > rmax ? r : rmax;
+        }
+    d->t[T_RESID] += hpc_now() - t;
+    t = hpc_now();
+    double global = 0.0;
+    MPI_Allreduce(&rmax, &global, 1, MPI_DOUBLE, MPI_MAX, d->cart);
+    d->t[T_ALLRED] += hpc_now() - t;
+    REGION_END("residuum");
+    return global;
+}
+
+/* Block split of n points over p parts, remainder to the first parts. */
+static void split(long long n, int p, int c, long long *len, long long *start)
+{
+    long long base = n / p, rem = n % p;
+    *len = base + (c < rem);
+    *start = c * base + (c < rem ? c : rem);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    options o = parse(argc, argv, rank, size);
+    if (o.json) hpc_check_json_path(o.json);
+
+    domain d;
+    memset(&d, 0, sizeof d);
+    d.exchange = o.exchange;
+    d.dims[0] = o.p;
+    d.dims[1] = o.q;
+    MPI_Dims_create(size, 2, d.dims);
+    if (d.dims[0] > o.n || d.dims[1] > o.n) {
+        char what[160], allowed[160];
+        snprintf(what, sizeof what, "grid %dx%d has more processes than the %lld points per side",
+                 d.dims[0], d.dims[1], o.n);
+        snprintf(allowed, sizeof allowed, "P, Q <= --n (%lld)", o.n);
+        hpc_usage_error(o.p ? "--grid" : "--n", what, allowed);
+    }
+    int periods[2] = {0, 0};
+    MPI_Cart_create(MPI_COMM_WORLD, 2, d.dims, periods, 0, &d.cart);
+    MPI_Cart_coords(d.cart, rank, 2, d.coords);
+    MPI_Cart_shift(d.cart, 0, 1, &d.xlo, &d.xhi);
+    MPI_Cart_shift(d.cart, 1, 1, &d.ylo, &d.yhi);
+    long long sx, sy;
+    split(o.n, d.dims[0], d.coords[0], &d.nx, &sx);
+    split(o.n, d.dims[1], d.coords[1], &d.ny, &sy);
+    d.ix0 = sx; /* local i = 1 is global point sx + 1 */
+    d.iy0 = sy;
+    d.stride = d.ny + 2;
+
+    {
+        double need = 2.0 * (double)(d.nx + 2) * (double)(d.ny + 2) * sizeof(double) * hpc_ranks_on_host();
+        unsigned long long avail = hpc_mem_available();
+        char what[200];
+        snprintf(what, sizeof what, "%lld x %lld points need %.0f MB on this host, %.0f MB available",
+                 o.n, o.n, need / 1e6, (double)avail / 1e6);
+        hpc_agree_usage_error(avail && need > 0.9 * (double)avail, "--n", what, "a smaller N");
+    }
+    size_t cells = (size_t)(d.nx + 2) * (size_t)d.stride;
+    d.u = calloc(cells, sizeof(double));
+    d.h2f = calloc(cells, sizeof(double));
+    d.sbuf = calloc((size_t)(2 * d.nx + 2 * d.ny), sizeof(double));
+    d.rbuf = calloc((size_t)(2 * d.nx + 2 * d.ny), sizeof(double));
+    hpc_agree_usage_error(!d.u || !d.h2f || !d.sbuf || !d.rbuf, "--n", "could not allocate the grid", "a smaller N");
+
+    const double h = 1.0 / (double)(o.n + 1), h2 = h * h, pi = M_PI;
+#pragma omp parallel for schedule(static)
+    for (long long i = 1; i <= d.nx; i++)
+        for (long long j = 1; j <= d.ny; j++) {
+            double x = (double)(d.ix0 + i) * h, y = (double)(d.iy0 + j) * h;
+            d.h2f[i * d.stride + j] = h2 * 2.0 * pi * pi * sin(pi * x) * sin(pi * y);
+        }
+
+    long long cap = o.iters + 1 < 1000000 ? o.iters + 1 : 1000000;
+    double *hist = malloc((size_t)cap * sizeof *hist);
+    long long nhist = 0, it = 0;
+
+    MPI_Barrier(d.cart);
+    double t0 = hpc_now();
+    exchange(&d);
+    double r0 = residuum(&d, h2), r = r0;
+    hist[nhist++] = r0;
+    while (it < o.iters && !(o.tol > 0 && r <= o.tol * r0)) {
+        sweep(&d, 0);
+        exchange(&d);
+        sweep(&d, 1);
+        exchange(&d);
+        r = residuum(&d, h2);
+        it++;
+        if (nhist == cap) {
+            cap *= 2;
+            hist = realloc(hist, (size_t)cap * sizeof *hist);
+        }
+        hist[nhist++] = r;
+    }
+    d.t[T_TOTAL] = hpc_now() - t0;
+    double wall = 0.0;
+    MPI_Allreduce(&d.t[T_TOTAL], &wall, 1, MPI_DOUBLE, MPI_MAX, d.cart);
+
+    /* Error against the analytic solution, and the bound it must satisfy:
+       |u_h - u| <= ||A^-1||_inf * |tau|_inf  with ||A^-1||_inf <= 1/8 on the unit square and
+       truncation |tau| <= h^2/12 (|u_xxxx| + |u_yyyy|) <= pi^4 h^2 / 6, plus the algebraic
+       part |u_k - u_h| <= r_max / 8. A small slack covers rounding in r itself. */
+    double emax = 0.0;
+#pragma omp parallel for reduction(max : emax) schedule(static)
+    for (long long i = 1; i <= d.nx; i++)
+        for (long long j = 1; j <= d.ny; j++) {
+            double x = (double)(d.ix0 + i) * h, y = (double)(d.iy0 + j) * h;
+            double e = fabs(d.u[i * d.stride + j] - sin(pi * x) * sin(pi * y));
+            emax = e > emax ? e : emax;
+        }
+    double error_max = 0.0;
+    MPI_Allreduce(&emax, &error_max, 1, MPI_DOUBLE, MPI_MAX, d.cart);
+    double bound = pi * pi * pi * pi * h2 / 48.0 + r / 8.0;
+    bound = bound * (1.0 + 1e-9) + 64.0 * DBL_EPSILON;
+    int ok = isfinite(r) && isfinite(error_max) && error_max <= bound;
+    char msg[256];
+    snprintf(msg, sizeof msg, "error_max %.6e exceeds the bound %.6e (pi^4 h^2/48 + residual/8)",
+             error_max, bound);
+    int converged = o.tol > 0 && r <= o.tol * r0;
+
+    /* Per-rank record gathered to rank 0: coords, local size, timers. */
+    double mine[4 + NT] = {d.coords[0], d.coords[1], (double)d.nx, (double)d.ny};
+    memcpy(mine + 4, d.t, sizeof d.t);
+    double *all = rank == 0 ? malloc((size_t)size * sizeof mine) : NULL;
+    MPI_Gather(mine, 4 + NT, MPI_DOUBLE, all, 4 + NT, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+
+    hpc_report rep;
+    hpc_report_init(&rep, "poisson",
+                    "2D Poisson, red-black Gauss-Seidel, manufactured solution sin(pi x) sin(pi y)",
+                    argc, argv, omp_get_max_threads());
+    rep.json_path = o.json;
+    char grid[64];
+    snprintf(grid, sizeof grid, "%dx%d", d.dims[0], d.dims[1]);
+    hpc_kv_int(&rep, "n", o.n);
+    hpc_kv_str(&rep, "grid", grid);
+    hpc_kv_str(&rep, "exchange", EXCHANGE_NAMES[o.exchange]);
+    hpc_kv_int(&rep, "max_iterations", o.iters);
+    hpc_kv_num(&rep, "tol", o.tol);
+    hpc_kv_num(&rep, "h", h);
+    hpc_kv_str(&rep, "tracer_hooks", mpitrace_begin ? "active" : "absent");
+    hpc_report_placement(&rep, 1);
+    hpc_report_header(&rep);
+    hpc_report_validation(&rep, ok, msg);
+
+    hpc_json res;
+    js_init(&res);
+    if (rank == 0) {
+        double lups = wall > 0 ? (double)o.n * (double)o.n * (double)it / wall : 0.0;
+        printf("iterations              = %lld%s\n", it, converged ? " (converged)" : "");
+        printf("initial_residual        = %.6e\n", r0);
+        printf("final_residual          = %.6e\n", r);
+        printf("error_max               = %.6e\n", error_max);
+        printf("error_bound             = %.6e\n", bound);
+        printf("wall_time               = %.6f s\n", wall);
+        printf("lattice_updates_per_sec = %.4e\n", lups);
+        long long every = nhist > 10 ? (nhist - 1) / 10 : 1;
+        printf("%10s %14s\n", "iteration", "residual");
+        for (long long k = 0; k < nhist; k++)
+            if (k % every == 0 || k == nhist - 1) printf("%10lld %14.6e\n", k, hist[k]);
+        printf("%5s %7s %11s %10s %10s %10s %10s %10s %10s %10s\n", "rank", "coords", "local",
+               "copy[s]", "red[s]", "black[s]", "resid[s]", "halo[s]", "allred[s]", "total[s]");
+        for (int q = 0; q < size; q++) {
+            const double *m = all + (size_t)q * (4 + NT);
+            char co[32], lo[32];
+            snprintf(co, sizeof co, "%d,%d", (int)m[0], (int)m[1]);
+            snprintf(lo, sizeof lo, "%lldx%lld", (long long)m[2], (long long)m[3]);
+            printf("%5d %7s %11s", q, co, lo);
+            for (int k = 0; k < NT; k++) printf(" %10.4f", m[4 + k]);
+            printf("\n");
+        }
+
+        js_obj_open(&res, NULL);
+        js_int(&res, "n", o.n);
+        js_arr_open(&res, "grid");
+        js_int(&res, NULL, d.dims[0]);
+        js_int(&res, NULL, d.dims[1]);
+        js_arr_close(&res);
+        js_str(&res, "exchange", EXCHANGE_NAMES[o.exchange]);
+        js_int(&res, "iterations", it);
+        js_bool(&res, "converged", converged);
+        js_num(&res, "tol", o.tol);
+        js_str(&res, "residual_norm", "max |f - A u|");
+        js_arr_open(&res, "residual_history");
+        for (long long k = 0; k < nhist; k++) js_num(&res, NULL, hist[k]);
+        js_arr_close(&res);
+        js_num(&res, "final_residual", r);
+        js_num(&res, "error_max", error_max);
+        js_num(&res, "error_bound", bound);
+        js_num(&res, "h", h);
+        js_num(&res, "wall_time", wall);
+        js_num(&res, "lattice_updates_per_sec", lups);
+        js_arr_open(&res, "per_rank");
+        for (int q = 0; q < size; q++) {
+            const double *m = all + (size_t)q * (4 + NT);
+            js_obj_open(&res, NULL);
+            js_int(&res, "rank", q);
+            js_arr_open(&res, "coords");
+            js_int(&res, NULL, (long long)m[0]);
+            js_int(&res, NULL, (long long)m[1]);
+            js_arr_close(&res);
+            js_arr_open(&res, "local");
+            js_int(&res, NULL, (long long)m[2]);
+            js_int(&res, NULL, (long long)m[3]);
+            js_arr_close(&res);
+            js_obj_open(&res, "compute");
+            js_num(&res, "copy", m[4 + T_COPY]);
+            js_num(&res, "red", m[4 + T_RED]);
+            js_num(&res, "black", m[4 + T_BLACK]);
+            js_num(&res, "residuum", m[4 + T_RESID]);
+            js_obj_close(&res);
+            js_obj_open(&res, "mpi");
+            js_num(&res, "halo", m[4 + T_HALO]);
+            js_num(&res, "allreduce", m[4 + T_ALLRED]);
+            js_obj_close(&res);
+            js_num(&res, "total", m[4 + T_TOTAL]);
+            js_obj_close(&res);
+        }
+        js_arr_close(&res);
+        js_obj_close(&res);
+        fflush(stdout);
+    }
+    int code = hpc_report_finish(&rep, res.buf);
+    js_free(&res);
+    free(all);
+    free(hist);
+    free(d.u);
+    free(d.h2f);
+    free(d.sbuf);
+    free(d.rbuf);
+    MPI_Comm_free(&d.cart);
+    MPI_Finalize();
+    return code;
+}
