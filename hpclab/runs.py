@@ -280,15 +280,16 @@ def run_table(folder: RunFolder):
     st = folder.status()
     df = parse_run(folder.path, spec["kernel"])
     df = df.copy() if isinstance(df, pd.DataFrame) else pd.DataFrame(df)
-    cols = {"run_id": folder.run_id, "experiment": folder.experiment, "job_id": st.get("job_id"),
-            "state": st.get("state")}
+    run_cols = {"run_id": folder.run_id, "experiment": folder.experiment, "job_id": st.get("job_id"),
+                "state": st.get("state"), "repetition": st.get("repetition")}
     try:
-        cols.update(make_spec(spec).flat())
+        spec_cols = make_spec(spec).flat()
     except HpclabError:  # a spec written by an older version: show its raw fields
-        cols.update({k: v for k, v in spec.items() if not isinstance(v, (dict, list))})
-    for k, v in cols.items():
-        name = k if k not in df.columns else f"spec.{k}"
-        df[name] = v
+        spec_cols = {k: v for k, v in spec.items() if not isinstance(v, (dict, list))}
+    for k, v in run_cols.items():
+        df[k] = v
+    for k, v in spec_cols.items():
+        df[k if k not in df.columns else f"spec.{k}"] = v
     return df
 
 
@@ -313,7 +314,9 @@ def load(name: str | None = None, root: Path | None = None, states=("completed",
         folder = RunFolder(root / e["experiment"] / e["run_id"])
         if not folder.result_json.is_file():
             continue
-        frames.append(run_table(folder))
+        table = run_table(folder)
+        table.attrs = {}  # per-run details (config, placement tables) do not concatenate
+        frames.append(table)
     if not frames:
         known = sorted({e.get("experiment") for e in index(root)})
         raise HpclabError(f"no {'/'.join(states)} runs with results for {name or 'any experiment'} under {root}",

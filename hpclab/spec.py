@@ -100,13 +100,15 @@ class PingpongArgs(KernelArgs):
 
 class PoissonArgs(KernelArgs):
     """poisson: n = global grid points per side; grid = process grid "PxQ" (P*Q = ntasks);
-    exchange = halo exchange style; iters = iterations."""
+    exchange = halo exchange style; iters = sweeps; tol = stop when the residual falls
+    below tol x the initial one."""
 
     kernel: Literal["poisson"] = "poisson"
     n: int | None = Field(None, ge=2)
     grid: str | None = Field(None, pattern=r"^[1-9][0-9]*x[1-9][0-9]*$")
     exchange: Literal["blocking", "sendrecv", "nonblocking"] | None = None
     iters: int | None = Field(None, ge=1)
+    tol: float | None = Field(None, gt=0)
 
 
 ARGS_MODELS: dict[str, type[KernelArgs]] = {"stream": StreamArgs, "pingpong": PingpongArgs,

@@ -1,0 +1,161 @@
+"""Run folders and the run index: complete-or-absent folders, no overwriting, an index that
+survives a killed writer and can be rebuilt, and load() turning results into one table."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hpclab import paths, runs
+from hpclab.errors import HpclabError
+from hpclab.runs import RunFolder
+from hpclab.spec import make_spec
+
+SPEC = make_spec(kernel="stream", ntasks=1, args={"size": 1000, "reps": 3}).to_dict()
+
+
+def test_new_folder_holds_spec_script_and_pending_status(tmp_path):
+    """Does a new run folder contain spec.json, an executable job.sh naming its own folder, a
+    pending status, and appear in the index?"""
+    f = RunFolder.create("exp", SPEC, job_script=lambda folder: f"#!/bin/bash\n# {folder.path}\n", root=tmp_path)
+    assert f.path.parent == tmp_path / "exp"
+    assert json.loads(f.spec_json.read_text()) == SPEC
+    assert str(f.path) in f.job_sh.read_text() and os.access(f.job_sh, os.X_OK)
+    assert f.status()["state"] == "pending"
+    assert f.provenance.is_dir()
+    assert [e["run_id"] for e in runs.index(tmp_path)] == [f.run_id]
+
+
+def test_run_ids_sort_by_time_and_are_unique():
+    """Do run ids start with a sortable timestamp and differ between calls?"""
+    ids = {runs.new_run_id() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(len(i.split("-")[0]) == 8 for i in ids)
+
+
+def test_existing_folder_is_never_overwritten(tmp_path):
+    """Is creating a run folder that exists an error that leaves the old one untouched?"""
+    f = RunFolder.create("exp", SPEC, job_script="old\n", run_id="20260101-000000-aaaaaa", root=tmp_path)
+    with pytest.raises(HpclabError, match="never overwritten"):
+        RunFolder.create("exp", SPEC, job_script="new\n", run_id="20260101-000000-aaaaaa", root=tmp_path)
+    assert f.job_sh.read_text() == "old\n"
+    with pytest.raises(HpclabError, match="never overwritten"):
+        f.write("job.sh", "new\n")
+
+
+def test_status_history_and_index_follow_state_changes(tmp_path):
+    """Does set_status keep a history and update the index line of the run?"""
+    f = RunFolder.create("exp", SPEC, root=tmp_path)
+    f.set_status("running", job_id="17")
+    f.set_status("failed", exit_code=3, reason="NonZeroExitCode")
+    st = f.status()
+    assert [h["state"] for h in st["history"]] == ["running", "failed"]
+    assert st["exit_code"] == 3
+    (entry,) = runs.index(tmp_path)
+    assert entry["state"] == "failed" and entry["job_id"] == "17"
+
+
+def test_open_by_id_prefix_and_path(tmp_path):
+    """Can a run be found by its path, experiment/id, or a unique id prefix?"""
+    f = RunFolder.create("exp", SPEC, root=tmp_path)
+    assert RunFolder.open(f.path).path == f.path
+    assert RunFolder.open(f"exp/{f.run_id}", root=tmp_path).path == f.path
+    assert RunFolder.open(f.run_id[:-2], root=tmp_path).path == f.path
+    with pytest.raises(HpclabError, match="hpclab runs"):
+        RunFolder.open("nothing-like-it", root=tmp_path)
+
+
+def test_index_is_rebuilt_from_folders(tmp_path):
+    """When the index is lost or misses a folder, is it rebuilt to list exactly the folders?"""
+    made = {RunFolder.create(e, SPEC, root=tmp_path).run_id for e in ("a", "b", "a")}
+    (tmp_path / "index.jsonl").unlink()
+    assert {e["run_id"] for e in runs.index(tmp_path)} == made
+    (tmp_path / "index.jsonl").write_text("")
+    assert {e["run_id"] for e in runs.index(tmp_path)} == made
+    assert {e["run_id"] for e in runs.rebuild_index(tmp_path)} == made
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from hpclab.runs import RunFolder
+root = Path(sys.argv[1])
+spec = {"kernel": "stream", "experiment": "kill", "label": "x" * 2000}
+i = 0
+while True:
+    f = RunFolder.create("kill", spec, job_script="#!/bin/bash\\n" + "# padding\\n" * 500,
+                         extra={"provenance/big.txt": "y" * 200000}, root=root)
+    f.set_status("running", job_id=str(i))
+    f.set_status("completed", exit_code=0)
+    i += 1
+"""
+
+
+def test_killed_writer_leaves_index_consistent(tmp_path):
+    """If the process writing run folders is killed at random moments, is every index line
+    valid JSON naming a complete folder, and does the index match the folders afterwards?"""
+    env = {**os.environ, "PYTHONPATH": str(paths.repo())}
+    for delay in (0.3, 0.7, 1.1, 1.6):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], env=env)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        raw = (tmp_path / "index.jsonl").read_text() if (tmp_path / "index.jsonl").exists() else ""
+        for line in raw.splitlines():
+            entry = json.loads(line)  # a torn line would fail here
+            folder = tmp_path / entry["experiment"] / entry["run_id"]
+            for name in ("spec.json", "job.sh", "status.json", "provenance/big.txt"):
+                assert (folder / name).is_file(), f"{folder}/{name} missing"
+            json.loads((folder / "status.json").read_text())
+    folders = runs.run_folders(tmp_path)
+    assert folders, "the writer never finished a folder; raise the delays"
+    for f in folders:  # visible folders are complete
+        assert f.spec_json.is_file() and f.job_sh.is_file() and (f.provenance / "big.txt").stat().st_size == 200000
+    assert {e["run_id"] for e in runs.index(tmp_path)} == {f.run_id for f in folders}
+
+
+def _stream_result(folder: RunFolder) -> None:
+    """Run the real stream kernel once, outside Slurm, writing the folder's result.json."""
+    exe = paths.bin_dir() / "stream"
+    if not exe.is_file():
+        pytest.skip("build/bin/stream not built (make -C src)")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    res = subprocess.run([str(exe), "--size", "1000", "--reps", "3", "--json", str(folder.result_json)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    folder.write("stdout", res.stdout)
+
+
+def test_load_builds_one_table_with_spec_columns(tmp_path):
+    """Does load() return rows from every completed run with run and spec columns, skipping
+    failed runs and filtering on spec fields?"""
+    pytest.importorskip("hpclab.parse")
+    made = []
+    for threads in (1, 2):
+        spec = make_spec(kernel="stream", args={"size": 1000, "reps": 3}, omp={"num_threads": threads})
+        f = RunFolder.create("stream", spec.to_dict(), root=tmp_path)
+        _stream_result(f)
+        f.set_status("completed", job_id=str(threads), repetition=1)
+        made.append(f.run_id)
+    bad = RunFolder.create("stream", SPEC, root=tmp_path)
+    bad.set_status("failed", exit_code=3)
+    df = runs.load("stream", root=tmp_path)
+    assert set(df["run_id"]) == set(made)
+    assert {"omp.num_threads", "args.size", "binding.cpu_bind", "experiment", "job_id"} <= set(df.columns)
+    assert set(df["omp.num_threads"]) == {1, 2}
+    one = runs.load("stream", root=tmp_path, omp__num_threads=2)
+    assert set(one["run_id"]) == {made[1]}
+
+
+def test_load_of_nothing_is_a_clear_error(tmp_path):
+    """Does load() of an experiment without results say which experiments exist?"""
+    RunFolder.create("other", SPEC, root=tmp_path)
+    with pytest.raises(HpclabError) as exc:
+        runs.load("stream", root=tmp_path)
+    assert "other" in exc.value.hint
