@@ -205,7 +205,7 @@ def test_poisson_traced_has_its_regions():
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / "trace"
-        run_traced([str(exe)], 2, d)
+        run_traced([str(exe), "--n", "64", "--iters", "20", "--exchange", "nonblocking"], 2, d)
         t = load_dir(d)
     names = set(t.events.loc[t.events["call"] == "region_begin", "name"])
     assert {"exchange", "red", "black"} <= names
