@@ -432,7 +432,7 @@ int main(int argc, char **argv)
             snprintf(co, sizeof co, "%d,%d", (int)m[0], (int)m[1]);
             snprintf(lo, sizeof lo, "%lldx%lld", (long long)m[2], (long long)m[3]);
             printf("%5d %7s %11s", q, co, lo);
-            for (int k = 0; k < NT; k++) printf(" %10.4f", m[4 + k]);
+            for (int k = 0; k < NT; k++) printf(" %10.6f", m[4 + k]);
             printf("\n");
         }
 
