@@ -92,3 +92,36 @@ def hockney_fit(nbytes, t_usec, size_range: tuple[float, float] | None = None,
     resid = t - (latency + m * inv_bw)
     return HockneyFit(latency_us=latency, bandwidth_mb_s=1.0 / inv_bw, bytes=m, t_usec=t,
                       residuals_us=resid, size_range=(int(lo), int(hi)), relative=relative)
+
+
+def scaling_table(table, ranks: str = "ranks", time: str = "seconds"):
+    """Speedup, efficiency and Karp-Flatt serial fraction from (ranks, time) measurements.
+
+    table: a DataFrame with a rank count column `ranks` and a time column `time` (seconds);
+    several runs per count are reduced to the fastest (the least disturbed one).
+    Returns a DataFrame sorted by ranks: ranks, seconds, runs, speedup = T(p0)/T(p),
+    ideal_speedup = p/p0, efficiency = speedup/ideal (fraction), karp_flatt = experimentally
+    determined serial fraction (1/S - 1/q) / (1 - 1/q) with q = p/p0 (NaN at the baseline).
+    The smallest rank count p0 is the baseline.
+    """
+    import pandas as pd
+
+    if ranks not in table or time not in table:
+        raise HpclabError(f"scaling needs columns {ranks!r} and {time!r}",
+                          f"the table has {', '.join(map(str, table.columns))}")
+    data = table[[ranks, time]].dropna()
+    if data.empty:
+        raise HpclabError("scaling: no (ranks, time) rows", "check that the runs finished")
+    if (data[ranks] <= 0).any() or (data[time] <= 0).any():
+        raise HpclabError("scaling: rank counts and times must be positive", "check the table")
+    best = data.groupby(ranks)[time].agg(["min", "size"]).reset_index()
+    best.columns = ["ranks", "seconds", "runs"]
+    p0, t0 = best["ranks"].iloc[0], best["seconds"].iloc[0]
+    q = best["ranks"] / p0
+    best["speedup"] = t0 / best["seconds"]
+    best["ideal_speedup"] = q
+    best["efficiency"] = best["speedup"] / q
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kf = (1 / best["speedup"] - 1 / q) / (1 - 1 / q)
+    best["karp_flatt"] = kf.where(q > 1)
+    return pd.DataFrame(best)

@@ -69,3 +69,53 @@ def test_bad_input_is_an_error(sizes, times, msg):
     """Are mismatched, NaN and non-positive inputs refused with a message?"""
     with pytest.raises(HpclabError, match=msg):
         hockney_fit(sizes, times)
+
+
+def test_scaling_of_a_perfect_code_is_ideal():
+    """Does time T/p give speedup p, efficiency 1 and a zero serial fraction?"""
+    import pandas as pd
+
+    from hpclab.fits import scaling_table
+
+    table = pd.DataFrame({"ranks": [1, 2, 4, 8], "seconds": [8.0, 4.0, 2.0, 1.0]})
+    sc = scaling_table(table)
+    assert list(sc["speedup"]) == [1.0, 2.0, 4.0, 8.0]
+    assert np.allclose(sc["efficiency"], 1.0)
+    assert np.isnan(sc["karp_flatt"].iloc[0])
+    assert np.allclose(sc["karp_flatt"].iloc[1:], 0.0)
+
+
+def test_scaling_recovers_amdahl_serial_fraction():
+    """For Amdahl's law with serial fraction f, is the Karp-Flatt metric exactly f?"""
+    import pandas as pd
+
+    from hpclab.fits import scaling_table
+
+    f = 0.1
+    p = np.array([1, 2, 4, 8, 16])
+    table = pd.DataFrame({"ranks": p, "seconds": 10 * (f + (1 - f) / p)})
+    sc = scaling_table(table)
+    assert np.allclose(sc["karp_flatt"].iloc[1:], f)
+
+
+def test_scaling_keeps_the_fastest_repeat_and_baseline_is_smallest():
+    """With repeats and a baseline of 2 ranks, is the best time used and speedup relative to 2?"""
+    import pandas as pd
+
+    from hpclab.fits import scaling_table
+
+    table = pd.DataFrame({"ranks": [4, 2, 2, 4], "seconds": [3.0, 6.0, 5.0, 2.5]})
+    sc = scaling_table(table)
+    assert list(sc["ranks"]) == [2, 4] and list(sc["runs"]) == [2, 2]
+    assert sc["speedup"].iloc[1] == pytest.approx(2.0)
+    assert sc["ideal_speedup"].iloc[1] == 2
+
+
+def test_scaling_refuses_missing_columns():
+    """Does a table without the time column fail with the columns it has?"""
+    import pandas as pd
+
+    from hpclab.fits import scaling_table
+
+    with pytest.raises(HpclabError, match="needs columns"):
+        scaling_table(pd.DataFrame({"ranks": [1]}))
