@@ -1,0 +1,159 @@
+"""Measure what the PMPI tracer costs: per event (tight loop) and on a Poisson run.
+
+    .venv/bin/python bench/tracer.py [--runs 5] [--iterations 200000] [--ranks 2]
+
+Per event: build/bin/mpitrace_bench (src/mpitrace/bench_events.c) runs 3 MPI calls per
+iteration on MPI_COMM_SELF; (traced - untraced loop time) / events is the cost of one event,
+and the region loop times mpitrace_begin/end directly. Poisson (if build/bin/poisson exists):
+median wall time of `runs` traced and `runs` untraced runs, interleaved. Goals: <= 1 us per
+event, <= 2 % on Poisson. Writes build/bench/tracer.md (an earlier report is kept, renamed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hpclab import paths  # noqa: E402
+from hpclab.errors import HpclabError  # noqa: E402
+
+LIB = paths.lib_dir() / "libmpitrace.so"
+BENCH = paths.bin_dir() / "mpitrace_bench"
+POISSON = paths.bin_dir() / "poisson"
+GOAL_EVENT_NS = 1000
+GOAL_POISSON = 0.02
+
+
+def mpirun(cmd: list[str], ranks: int, trace_dir: Path | None) -> str:
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    args = ["mpirun", "-np", str(ranks), "--oversubscribe"]
+    if trace_dir is not None:
+        args += ["-x", f"LD_PRELOAD={LIB}", "-x", f"MPITRACE_DIR={trace_dir}"]
+    res = subprocess.run(args + cmd, env=env, capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        raise HpclabError(f"{' '.join(cmd)} failed (exit {res.returncode}): {res.stderr.strip()[-300:]}",
+                          "run it by hand with mpirun to see why")
+    return res.stdout
+
+
+def key_values(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            try:
+                out[k.strip()] = float(v)
+            except ValueError:
+                pass
+    return out
+
+
+def per_event(runs: int, iterations: int, tmp: Path) -> dict:
+    """Median loop times traced and untraced; ns per event and per region marker."""
+    plain, traced, region = [], [], []
+    for i in range(runs):
+        plain.append(key_values(mpirun([str(BENCH), str(iterations)], 1, None))["mpi_loop_seconds"])
+        kv = key_values(mpirun([str(BENCH), str(iterations)], 1, tmp / f"ev{i}"))
+        traced.append(kv["mpi_loop_seconds"])
+        region.append(kv["region_loop_seconds"])
+    events = 3 * iterations
+    p, t, g = statistics.median(plain), statistics.median(traced), statistics.median(region)
+    return {"iterations": iterations, "events": events, "untraced_s": p, "traced_s": t,
+            "ns_per_event": (t - p) / events * 1e9, "ns_per_region_marker": g / (2 * iterations) * 1e9,
+            "all_untraced_s": plain, "all_traced_s": traced}
+
+
+def poisson(runs: int, ranks: int, args: list[str], tmp: Path) -> dict:
+    """Median wall time (from the kernel's JSON report) traced and untraced."""
+    from hpclab.trace.load import load_dir
+
+    plain, traced, events = [], [], []
+    for i in range(runs):
+        for mode in ("plain", "traced"):
+            js = tmp / f"p-{mode}-{i}.json"
+            tdir = tmp / f"pt{i}" if mode == "traced" else None
+            mpirun([str(POISSON), *args, "--json", str(js)], ranks, tdir)
+            wall = json.loads(js.read_text())["results"]["wall_time"]
+            (traced if tdir else plain).append(wall)
+            if tdir:
+                events.append(len(load_dir(tdir).events))
+    p, t = statistics.median(plain), statistics.median(traced)
+    return {"ranks": ranks, "args": args, "untraced_s": p, "traced_s": t, "overhead": t / p - 1,
+            "events": statistics.median(events), "all_untraced_s": plain, "all_traced_s": traced}
+
+
+def report(ev: dict, po: dict | None, runs: int) -> str:
+    ok = lambda good: "meets the goal" if good else "MISSES the goal"  # noqa: E731
+    lines = [
+        "# Tracer overhead", "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} "
+        f"({os.cpu_count()} CPUs) by `bench/tracer.py`; medians of {runs} runs.", "",
+        "## Per event (build/bin/mpitrace_bench, 1 rank, Irecv + Isend + Waitall on MPI_COMM_SELF)", "",
+        "| quantity | value |", "|---|---|",
+        f"| iterations x events | {ev['iterations']} x 3 |",
+        f"| loop untraced | {ev['untraced_s']:.6f} s |",
+        f"| loop traced | {ev['traced_s']:.6f} s |",
+        f"| cost per event | {ev['ns_per_event']:.1f} ns ({ok(ev['ns_per_event'] <= GOAL_EVENT_NS)}: <= 1 us) |",
+        f"| cost per region marker | {ev['ns_per_region_marker']:.1f} ns |", ""]
+    if po is None:
+        lines += ["## Poisson", "", "build/bin/poisson is not built (`make -C src`): not measured.", ""]
+    else:
+        lines += [
+            f"## Poisson ({po['ranks']} ranks, `{' '.join(po['args'])}`)", "",
+            "| quantity | value |", "|---|---|",
+            f"| wall time untraced | {po['untraced_s']:.4f} s |",
+            f"| wall time traced | {po['traced_s']:.4f} s |",
+            f"| overhead | {100 * po['overhead']:.2f} % ({ok(po['overhead'] <= GOAL_POISSON)}: <= 2 %) |",
+            f"| events per traced run | {po['events']:.0f} |",
+            f"| expected from the per-event cost | {100 * po['events'] / po['ranks'] * ev['ns_per_event'] * 1e-9 / po['untraced_s']:.2f} % "
+            "(events per rank x cost per event / untraced wall time) |", "",
+            "Single runs (s): untraced " + ", ".join(f"{x:.4f}" for x in po["all_untraced_s"])
+            + "; traced " + ", ".join(f"{x:.4f}" for x in po["all_traced_s"]) + ".", "",
+            "Runs on a 2-core machine vary by more than a few percent from run to run; compare "
+            "the single runs before reading much into a small overhead.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--iterations", type=int, default=200000)
+    ap.add_argument("--ranks", type=int, default=2)
+    # Big enough that a sweep is compute, as in the course's runs. At --n 256 the run is ~1 event
+    # per microsecond of wall time and the overhead is tens of percent: the per-event cost rules.
+    ap.add_argument("--poisson-args", default="--n 1024 --iters 100 --exchange nonblocking")
+    a = ap.parse_args(argv)
+    try:
+        if a.runs < 1 or a.iterations < 1 or a.ranks < 1:
+            raise HpclabError("--runs, --iterations and --ranks must be positive", "e.g. --runs 5")
+        subprocess.run(["make", "-s", "-C", str(paths.repo() / "src" / "mpitrace")], check=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            ev = per_event(a.runs, a.iterations, Path(tmp))
+            po = poisson(a.runs, a.ranks, a.poisson_args.split(), Path(tmp)) if POISSON.exists() else None
+        out_dir = paths.build_dir() / "bench"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        out = out_dir / "tracer.md"
+        if out.exists():  # keep the earlier report
+            out.rename(out_dir / f"tracer.{time.strftime('%Y%m%d-%H%M%S', time.localtime(out.stat().st_mtime))}.md")
+        out.write_text(report(ev, po, a.runs))
+        (out_dir / "tracer.json").write_text(json.dumps({"per_event": ev, "poisson": po}, indent=1))
+        print(out.read_text())
+        print(f"written: {out}")
+    except HpclabError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
