@@ -1,0 +1,76 @@
+"""The Slurm client: exit-code and state translation, and real sbatch / squeue / sacct / scancel
+against the local cluster."""
+
+import time
+
+import pytest
+
+from hpclab import slurm
+from hpclab.errors import HpclabError
+
+
+@pytest.mark.parametrize("text, code", [("0:0", 0), ("3:0", 3), ("0:9", 137), ("0:15", 143), ("", None), ("x", None)])
+def test_exit_codes_follow_shell_convention(text, code):
+    """Is sacct's code:signal turned into the number a shell would show (128 + signal)?"""
+    assert slurm._exit_code(text) == code
+
+
+def test_every_terminal_slurm_state_maps_to_a_run_state():
+    """Do Slurm's end states map onto completed/failed/timeout/cancelled?"""
+    assert slurm.STATE_MAP["COMPLETED"] == "completed"
+    assert slurm.STATE_MAP["FAILED"] == "failed"
+    assert slurm.STATE_MAP["TIMEOUT"] == "timeout"
+    assert slurm.STATE_MAP["CANCELLED"] == "cancelled"
+    assert set(slurm.STATE_MAP.values()) <= {"pending", "running"} | slurm.TERMINAL
+
+
+def test_missing_command_is_a_clear_error():
+    """Does a Slurm command that is not installed give an HpclabError saying what to install?"""
+    with pytest.raises(HpclabError, match="not installed"):
+        slurm.run_slurm(["no-such-slurm-command"], what="test")
+
+
+def _script(tmp_path, body, name="job.sh"):
+    p = tmp_path / name
+    p.write_text(f"#!/bin/bash\n#SBATCH --ntasks=1\n#SBATCH --time=00:02:00\n"
+                 f"#SBATCH --output={tmp_path}/out\n{body}\n")
+    return p
+
+
+def _wait_done(job_id, limit=60):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        info = slurm.job_states([job_id])[job_id]
+        if info.done:
+            return info
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} did not end in {limit} s")
+
+
+@pytest.mark.cluster
+def test_submit_and_read_exit_code(cluster, tmp_path):
+    """Does a submitted job's exit code (3) come back from accounting with state failed?"""
+    job = slurm.sbatch(_script(tmp_path, "exit 3"))
+    assert job.isdigit()
+    info = _wait_done(job)
+    assert (info.state, info.slurm_state, info.exit_code) == ("failed", "FAILED", 3)
+    rec = slurm.sacct_records([job])
+    assert any(r["JobIDRaw"] == job for r in rec)
+
+
+@pytest.mark.cluster
+def test_cancel_a_running_job(cluster, tmp_path):
+    """Does scancel end a running job, reported as cancelled?"""
+    job = slurm.sbatch(_script(tmp_path, "sleep 120"))
+    slurm.scancel([job])
+    info = _wait_done(job)
+    assert info.state == "cancelled"
+
+
+@pytest.mark.cluster
+def test_sbatch_rejection_is_explained(cluster, tmp_path):
+    """Does sbatch refusing a script (unknown partition) raise an HpclabError with Slurm's words?"""
+    p = _script(tmp_path, "true")
+    p.write_text(p.read_text().replace("#SBATCH --ntasks=1", "#SBATCH --ntasks=1\n#SBATCH --partition=nopart"))
+    with pytest.raises(HpclabError, match="(?i)partition"):
+        slurm.sbatch(p)
