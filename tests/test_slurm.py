@@ -37,7 +37,7 @@ def _script(tmp_path, body, name="job.sh"):
     return p
 
 
-def _wait_done(job_id, limit=60):
+def _wait_done(job_id, limit=300):  # generous: other tests may hold the cores
     end = time.monotonic() + limit
     while time.monotonic() < end:
         info = slurm.job_states([job_id])[job_id]
