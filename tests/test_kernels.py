@@ -1,0 +1,308 @@
+"""The C kernels (pingpong, stream, poisson) against docs/kernel-contract.md, run for real.
+
+Every test launches the built binaries under Open MPI's mpirun (or as a singleton) with small
+sizes, and checks properties that hold on any machine: the report structure, validation,
+bit-identical Poisson results for every process grid, payload integrity, the transport the
+library reports for a forced MCA selection, the placement a binding request produces, and the
+one-line exit(2) for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from hpclab import paths
+
+KERNELS = ("pingpong", "stream", "poisson")
+COMMON_KEYS = ("kernel", "version", "ranks", "threads", "build_flags", "compiler", "mpi_library")
+# Small, fast arguments per kernel (each run well under a second on 2 cores).
+SMALL = {
+    "pingpong": ["--max-bytes", "1024", "--reps", "50"],
+    "stream": ["--size", "20000", "--reps", "3"],
+    "poisson": ["--n", "24", "--iters", "20"],
+}
+RESULT_KEYS = {
+    "pingpong": ("transport", "pairs", "check_payload", "rows"),
+    "stream": ("array_elements", "bytes_per_array", "repetitions", "kernels", "per_rank",
+               "aggregate"),
+    "poisson": ("n", "grid", "exchange", "iterations", "residual_history", "final_residual",
+                "error_max", "wall_time", "lattice_updates_per_sec", "per_rank"),
+}
+
+pytestmark = pytest.mark.skipif(not shutil.which("mpicc") or not shutil.which("mpirun"),
+                                reason="Open MPI (mpicc, mpirun) is not installed")
+
+
+@pytest.fixture(scope="session")
+def bins():
+    """Build the kernels once per session (incremental: a no-op when up to date)."""
+    out = subprocess.run(["make", "-C", str(paths.repo() / "src")], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, f"make -C src failed:\n{out.stdout}\n{out.stderr}"
+    return paths.bin_dir()
+
+
+def mpi_env(threads: int = 1, extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMP_NUM_THREADS=str(threads))
+    env.update(extra or {})
+    return env
+
+
+def run(bins, kernel, args, np=None, mpirun_opts=(), threads=1, timeout=60):
+    """Run a kernel; np=None runs it as a singleton (no mpirun)."""
+    cmd = [str(bins / kernel), *args]
+    if np is not None:
+        cmd = ["mpirun", "-np", str(np), "--oversubscribe", "-x", "OMP_NUM_THREADS",
+               *mpirun_opts, *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=mpi_env(threads))
+
+
+def run_json(bins, tmp_path, kernel, args, np=2, **kw):
+    """Run with --json into a fresh file; return (completed process, parsed report)."""
+    out = tmp_path / f"{kernel}-{len(list(tmp_path.iterdir()))}.json"
+    p = run(bins, kernel, [*args, "--json", str(out)], np=np, **kw)
+    assert p.returncode == 0, f"{kernel} {args} exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
+    return p, json.loads(out.read_text())
+
+
+def key_block(stdout: str) -> tuple[dict, list[str]]:
+    """The key = value lines between the banner and the validation line, and the raw lines."""
+    lines = stdout.splitlines()
+    block = []
+    for line in lines[2:]:
+        if line == "Solution validates" or line.startswith("ERROR:"):
+            break
+        block.append(line)
+    return {k.strip(): v for k, v in (b.split(" = ", 1) for b in block)}, block
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_report_follows_the_contract(bins, tmp_path, kernel):
+    """Does every kernel print the contract's text report and write the same report as JSON?"""
+    args = SMALL[kernel]
+    p, doc = run_json(bins, tmp_path, kernel, args, np=2)
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("arguments =") and lines[0].split()[2:] == doc["arguments"]
+    assert re.fullmatch(rf"hpclab {kernel} \S+ - .+", lines[1]), lines[1]
+    kv, block = key_block(p.stdout)
+    # One width for every key: the '=' of every line sits in the same column.
+    assert len({line.index(" = ") for line in block}) == 1, block
+    for key in COMMON_KEYS:
+        assert key in kv, f"missing key {key}"
+    assert kv["kernel"] == kernel and kv["ranks"] == "2"
+    assert kv["build_flags"].startswith(("mpicc", "gcc", "cc", "clang"))
+    for rank in (0, 1):
+        assert re.fullmatch(r"\S+ cpu=\d+ allowed=[\d,-]+", kv[f"host[{rank}]"])
+    assert lines[2 + len(block)] == "Solution validates"
+
+    assert doc["contract"] == 1 and doc["kernel"] == kernel and doc["arguments"][:len(args)] == args
+    assert doc["validation"] == {"ok": True, "message": "Solution validates"}
+    for key in COMMON_KEYS:
+        assert str(doc["config"][key]) == kv[key] or key in ("ranks", "threads")
+    assert [e["rank"] for e in doc["placement"]] == [0, 1]
+    for e in doc["placement"]:
+        assert set(e) >= {"rank", "host", "cpu", "allowed", "threads"}
+        assert e["cpu"] in e["allowed"]
+    for key in RESULT_KEYS[kernel]:
+        assert key in doc["results"], f"results lacks {key}"
+
+
+def test_stream_validates_as_a_single_process_without_mpirun(bins, tmp_path):
+    """Does stream run as a singleton (no mpirun) and validate, with one thread line per thread?"""
+    p, doc = run_json(bins, tmp_path, "stream", SMALL["stream"], np=None, threads=2)
+    kv, _ = key_block(p.stdout)
+    assert kv["ranks"] == "1" and kv["threads"] == "2"
+    assert "thread[0.0]" in kv and "thread[0.1]" in kv
+    assert doc["validation"]["ok"]
+    res = doc["results"]
+    for name in ("Copy", "Scale", "Add", "Triad"):
+        k = res["kernels"][name]
+        assert 0 < k["min_time"] <= k["avg_time"] <= k["max_time"]
+        # One rank: the whole-job rate is that rank's best rate.
+        assert math.isclose(k["best_mb_s"], res["per_rank"][0][name], rel_tol=1e-9)
+
+
+def test_stream_aggregate_is_the_sum_of_per_rank_rates(bins, tmp_path):
+    """With two ranks, is the aggregate the per-rank sum and never below the whole-job rate?"""
+    _, doc = run_json(bins, tmp_path, "stream", SMALL["stream"], np=2)
+    res = doc["results"]
+    for name in ("Copy", "Scale", "Add", "Triad"):
+        total = sum(r[name] for r in res["per_rank"])
+        assert math.isclose(res["aggregate"][name], total, rel_tol=1e-12)
+        assert res["aggregate"][name] >= res["kernels"][name]["best_mb_s"] * (1 - 1e-12)
+
+
+def poisson_cases():
+    yield 1, "1x1", "sendrecv"
+    for grid in ("2x1", "1x2"):
+        for ex in ("blocking", "sendrecv", "nonblocking"):
+            yield 2, grid, ex
+    for ex in ("blocking", "sendrecv", "nonblocking"):
+        yield 4, "2x2", ex
+
+
+def test_poisson_gives_the_same_answer_for_every_grid_and_exchange(bins, tmp_path):
+    """Are residual history and error identical (to round-off) at 1, 2 and 4 ranks, for grids
+    1x1, 2x1, 1x2, 2x2 and all three exchange variants?"""
+    results = {}
+    for np, grid, ex in poisson_cases():
+        _, doc = run_json(bins, tmp_path, "poisson",
+                          ["--n", "24", "--iters", "30", "--grid", grid, "--exchange", ex], np=np)
+        assert doc["validation"]["ok"]
+        assert doc["results"]["grid"] == [int(g) for g in grid.split("x")]
+        results[(np, grid, ex)] = doc["results"]
+    ref = results[(1, "1x1", "sendrecv")]
+    for case, res in results.items():
+        assert res["iterations"] == ref["iterations"] == 30
+        assert len(res["residual_history"]) == len(ref["residual_history"])
+        for a, b in zip(res["residual_history"], ref["residual_history"]):
+            assert math.isclose(a, b, rel_tol=1e-12), case
+        assert math.isclose(res["error_max"], ref["error_max"], rel_tol=1e-12), case
+
+
+def test_poisson_uneven_split_gives_the_same_answer(bins, tmp_path):
+    """Does a grid that does not divide N (25 points over 2 and 3 ranks) match one rank?"""
+    args = ["--n", "25", "--iters", "20"]
+    _, one = run_json(bins, tmp_path, "poisson", [*args, "--grid", "1x1"], np=1)
+    _, three = run_json(bins, tmp_path, "poisson", [*args, "--grid", "3x1"], np=3)
+    assert sorted(r["local"][0] for r in three["results"]["per_rank"]) == [8, 8, 9]
+    assert three["results"]["residual_history"] == pytest.approx(
+        one["results"]["residual_history"], rel=1e-12)
+
+
+def test_poisson_converged_error_is_within_the_discretisation_bound(bins, tmp_path):
+    """Once converged, is the error against sin(pi x) sin(pi y) below pi^4 h^2 / 48?"""
+    _, doc = run_json(bins, tmp_path, "poisson", ["--n", "16", "--tol", "1e-12"], np=1)
+    res = doc["results"]
+    assert res["converged"] and doc["validation"]["ok"]
+    h = 1.0 / 17
+    assert res["error_max"] <= math.pi ** 4 * h * h / 48
+    assert res["final_residual"] <= 1e-12 * res["residual_history"][0]
+
+
+def test_pingpong_payload_arrives_intact_at_every_size(bins, tmp_path):
+    """Is every message size from 0 B to 64 KiB checked on arrival and found intact?"""
+    _, doc = run_json(bins, tmp_path, "pingpong", ["--max-bytes", "65536", "--reps", "20"])
+    res = doc["results"]
+    assert res["check_payload"] is True and doc["validation"]["ok"]
+    assert [r["bytes"] for r in res["rows"]] == [0] + [2 ** k for k in range(17)]
+    for row in res["rows"]:
+        assert row["t_usec"] > 0
+        assert math.isclose(row["mbytes_per_sec"], row["bytes"] / row["t_usec"], rel_tol=1e-9)
+
+
+def test_pingpong_no_check_is_reported(bins, tmp_path):
+    """Does --no-check show up in the report, so unchecked numbers are never mistaken?"""
+    p, doc = run_json(bins, tmp_path, "pingpong", ["--max-bytes", "8", "--no-check"])
+    assert key_block(p.stdout)[0]["check_payload"] == "no"
+    assert doc["results"]["check_payload"] is False
+
+
+def test_pingpong_pairs_run_every_pair(bins, tmp_path):
+    """With --pairs at 4 ranks, does every row carry one time per pair and t the slowest?"""
+    _, doc = run_json(bins, tmp_path, "pingpong", ["--pairs", "--max-bytes", "64", "--reps", "20"],
+                      np=4)
+    for row in doc["results"]["rows"]:
+        assert len(row["t_usec_pairs"]) == 2
+        assert row["t_usec"] == max(row["t_usec_pairs"])
+
+
+@pytest.mark.parametrize("btl", ["tcp", "vader"])
+def test_pingpong_reports_the_btl_that_mca_selected(bins, tmp_path, btl):
+    """Does --mca pml ob1 --mca btl self,<btl> come back from Open MPI as ob1 + <btl>?"""
+    _, doc = run_json(bins, tmp_path, "pingpong", ["--max-bytes", "1024", "--reps", "20"],
+                      mpirun_opts=["--mca", "pml", "ob1", "--mca", "btl", f"self,{btl}"])
+    tr = doc["results"]["transport"]
+    assert tr["pml"] == "ob1"
+    assert sorted(tr["btl"]) == sorted(["self", btl])
+    assert tr["mtl"] is None
+    assert tr["source"].startswith("pml:MPI_T")
+    assert doc["config"]["btl"] == ",".join(tr["btl"])
+
+
+def test_pingpong_reports_ucx_when_ucx_is_forced(bins, tmp_path):
+    """Forcing pml ucx (any transport, any device): does the report say ucx and no BTL?"""
+    opts = ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any", "--mca", "pml_ucx_devices",
+            "any"]
+    out = tmp_path / "ucx.json"
+    p = run(bins, "pingpong", ["--max-bytes", "64", "--reps", "20", "--json", str(out)], np=2,
+            mpirun_opts=opts)
+    if p.returncode != 0 and "cannot be selected" in p.stdout + p.stderr:
+        pytest.skip("UCX PML cannot be selected on this machine")
+    assert p.returncode == 0, p.stderr
+    tr = json.loads(out.read_text())["results"]["transport"]
+    assert tr["pml"] == "ucx" and tr["btl"] == [] and tr["ucx"]["pml_ucx_tls"] == "any"
+
+
+def test_bind_to_core_gives_each_rank_its_own_single_cpu(bins, tmp_path):
+    """Under --bind-to core, is each rank allowed exactly one CPU, a different one per rank, and
+    do its OpenMP threads share that CPU (the hybrid pitfall)?"""
+    _, doc = run_json(bins, tmp_path, "stream", SMALL["stream"], np=2, threads=2,
+                      mpirun_opts=["--bind-to", "core"])
+    place = doc["placement"]
+    assert all(len(e["allowed"]) == 1 for e in place)
+    assert place[0]["allowed"] != place[1]["allowed"]
+    for e in place:
+        assert e["cpu"] == e["allowed"][0]
+        assert len(e["threads"]) == 2
+        assert all(t["allowed"] == e["allowed"] for t in e["threads"])
+
+
+BAD_INPUT = [
+    ("pingpong", ["--bogus"], 2, "--bogus"),
+    ("pingpong", ["--max-bytes", "abc"], 2, "--max-bytes"),
+    ("pingpong", [], None, "-np"),
+    ("stream", ["--size", "0"], 2, "--size"),
+    ("stream", ["--size", "60000000000"], 2, "--size"),  # ~1.4 TB: more than any course VM
+    ("stream", ["--reps", "1"], None, "--reps"),
+    ("poisson", ["--grid", "2x2"], 2, "--grid"),
+    ("poisson", ["--grid", "2by1"], 2, "--grid"),
+    ("poisson", ["--exchange", "magic"], 2, "--exchange"),
+    ("poisson", ["--n", "1", "--grid", "2x1"], 2, "--grid"),
+    ("poisson", ["--tol"], 2, "--tol"),
+]
+
+
+@pytest.mark.parametrize("kernel,args,np,arg", BAD_INPUT,
+                         ids=[f"{k}{' '.join(a) or '-singleton'}" for k, a, _, _ in BAD_INPUT])
+def test_bad_input_exits_2_with_one_line_naming_the_argument(bins, kernel, args, np, arg):
+    """Does bad input end in exit code 2 and a single ERROR line naming the argument, with no
+    report printed and no hang?"""
+    p = run(bins, kernel, args, np=np, timeout=60)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    errors = [line for line in (p.stdout + p.stderr).splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"ERROR: {arg}: ") and "; allowed: " in errors[0]
+    assert "arguments =" not in p.stdout
+
+
+def test_json_report_is_never_overwritten(bins, tmp_path):
+    """Does --json refuse a file that already exists (exit 2) and leave it untouched?"""
+    out = tmp_path / "old.json"
+    out.write_text("earlier run\n")
+    p = run(bins, "poisson", ["--n", "8", "--iters", "2", "--json", str(out)], np=None)
+    assert p.returncode == 2 and p.stderr.startswith("ERROR: --json: ")
+    assert out.read_text() == "earlier run\n"
+
+
+@pytest.mark.cluster
+def test_pingpong_runs_under_srun(bins, cluster):
+    """Under the local Slurm cluster, does srun -n 2 run pingpong with one host line per rank?"""
+    if not shutil.which("srun"):
+        pytest.skip("srun not installed")
+    p = subprocess.run(["srun", "-n", "2", str(bins / "pingpong"), "--max-bytes", "64"],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, **cluster})
+    assert p.returncode == 0, p.stderr
+    kv, _ = key_block(p.stdout)
+    assert kv["ranks"] == "2" and "host[0]" in kv and "host[1]" in kv
+    assert "Solution validates" in p.stdout.splitlines()
