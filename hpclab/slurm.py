@@ -136,11 +136,25 @@ def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
         for j in rest:
             if j in acct:
                 infos[j] = acct[j]
-            elif j in infos:  # squeue says done, sacct does not know it yet: wait for sacct
-                infos[j] = JobInfo(j, "running", infos[j].slurm_state, reason="waiting for accounting")
+            elif j in infos:  # squeue says done but sacct does not know it (yet, or no accounting)
+                infos[j] = scontrol_job(j) or JobInfo(j, "running", infos[j].slurm_state,
+                                                      reason="waiting for accounting")
             else:
                 infos[j] = JobInfo(j, "pending", "UNKNOWN", reason="not yet visible")
     return infos
+
+
+def scontrol_job(job_id: str) -> JobInfo | None:
+    """A recently ended job from `scontrol show job` (kept for MinJobAge seconds): used when
+    accounting has no record, as on clusters without slurmdbd. None if Slurm forgot the job."""
+    out = run_slurm(["scontrol", "show", "job", "--oneliner", str(job_id)], what="ask scontrol", check=False)
+    fields = dict(w.split("=", 1) for w in out.split() if "=" in w)
+    st = fields.get("JobState")
+    if not st:
+        return None
+    reason = fields.get("Reason", "")
+    return JobInfo(str(job_id), STATE_MAP.get(st, "failed"), st, _exit_code(fields.get("ExitCode", "")),
+                   "" if reason == "None" else reason, fields.get("RunTime", ""))
 
 
 SACCT_FIELDS = ["JobIDRaw", "JobName", "State", "ExitCode", "Reason", "Elapsed", "Start", "End",

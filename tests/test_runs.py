@@ -159,3 +159,35 @@ def test_load_of_nothing_is_a_clear_error(tmp_path):
     with pytest.raises(HpclabError) as exc:
         runs.load("stream", root=tmp_path)
     assert "other" in exc.value.hint
+
+
+# --- the command line (hpclab runs / show / run) -----------------------------------------------------
+
+
+def test_cli_lists_and_shows_runs(tmp_path, monkeypatch, capsys):
+    """Do `hpclab runs` and `hpclab show` print the runs of the runs folder?"""
+    from hpclab.cli import main
+
+    monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path))
+    f = RunFolder.create("exp", SPEC, root=tmp_path)
+    f.set_status("failed", exit_code=3, reason="NonZeroExitCode")
+    f.write("stderr", "first line\nlast words\n")
+    assert main(["runs"]) == 0
+    assert f"exp/{f.run_id}" in capsys.readouterr().out
+    assert main(["show", f.run_id]) == 0
+    out = capsys.readouterr().out
+    assert "failed" in out and "last words" in out and '"kernel": "stream"' in out
+
+
+def test_cli_run_with_bad_spec_prints_one_error(tmp_path, monkeypatch, capsys):
+    """Does `hpclab run` with a misspelt field print one hpclab error and exit 2, no traceback?"""
+    from hpclab.cli import main
+
+    monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path))
+    p = tmp_path / "bad.yaml"
+    p.write_text("kernel: stream\nbinding: {cpu_bind: core}\n")
+    assert main(["run", str(p), "--sweep", "omp.num_threads=1,2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hpclab: invalid spec") and "did you mean 'cores'" in err
+    assert "Traceback" not in err
+    assert not list(tmp_path.glob("*/*"))

@@ -74,3 +74,12 @@ def test_sbatch_rejection_is_explained(cluster, tmp_path):
     p.write_text(p.read_text().replace("#SBATCH --ntasks=1", "#SBATCH --ntasks=1\n#SBATCH --partition=nopart"))
     with pytest.raises(HpclabError, match="(?i)partition"):
         slurm.sbatch(p)
+
+
+@pytest.mark.cluster
+def test_scontrol_knows_a_recent_job_without_accounting(cluster, tmp_path):
+    """Can the end state and exit code of a recent job be read without sacct (no slurmdbd)?"""
+    job = slurm.sbatch(_script(tmp_path, "exit 4"))
+    _wait_done(job)
+    info = slurm.scontrol_job(job)
+    assert (info.state, info.exit_code) == ("failed", 4)
