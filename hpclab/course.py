@@ -177,6 +177,7 @@ def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None)
     _keep_previous(out_dir)
     report = CourseReport(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), quick=quick())
     t0 = time.monotonic()
+    os.environ["HPCLAB_HEADLESS"] = "1"  # inherited by the kernels: interactive widgets render statically
     for nb in notebooks:
         print(f"[course] running {nb.relative_to(paths.repo())} ...", flush=True)
         try:
@@ -197,3 +198,27 @@ def require_notebooks() -> list[Path]:
     if not books:
         raise HpclabError("no notebooks found in notebooks/ or labs/", "check out the full repository")
     return books
+
+
+def start():
+    """The first cell of every notebook: check the site is reachable and point Slurm commands at it.
+
+    For the local site, this makes `!sinfo` and friends in the notebook talk to the embedded
+    cluster and fails with a clear message if it is not running. Returns the site profile.
+    """
+    from hpclab import site as site_mod
+
+    site = site_mod.load_site()
+    if site.name == "local":
+        from hpclab import cluster
+
+        if not cluster.status().running:
+            raise HpclabError("the local Slurm cluster is not running",
+                              "start it with 'make cluster-up' (or '.venv/bin/hpclab cluster up'), then run this cell again")
+        os.environ.update(cluster.slurm_env())
+    import matplotlib
+
+    matplotlib.rcParams.update({"figure.dpi": 100, "savefig.dpi": 120})
+    mode = "quick parameter set" if quick() else "full parameter set"
+    print(f"site: {site.name} ({site.description}); {mode}")
+    return site

@@ -12,6 +12,7 @@ remains a complete document.
 from __future__ import annotations
 
 import html
+import os
 
 from hpclab.errors import HpclabError
 
@@ -29,6 +30,9 @@ def ask(question: str, options: list[str], answer: str, why: str):
     """Show one multiple-choice question; returns the widget (or an HTML fallback)."""
     if answer not in options:
         raise HpclabError(f"quiz answer {answer!r} is not one of the options {options}", "fix the notebook cell")
+    if os.environ.get("HPCLAB_HEADLESS"):
+        # Executed for the report (hpclab course run): no one can click, so show the folded answer.
+        return _html(question, options, answer, why)
     try:
         import ipywidgets as w
     except ImportError:  # pragma: no cover - ipywidgets is a dependency
