@@ -159,3 +159,14 @@ def test_stream_sweep_to_dataframe_and_job_sh_reruns_by_hand(runs_root):
     assert again["kernel"] == "stream" and again["validation"]["ok"]
     assert first.result_json.read_text() == before
     assert (rerun / "provenance" / "nodes.txt").is_file()
+
+
+def test_mpirun_launcher_reports_bindings(runs_root):
+    """Does the mpirun launcher run inside the allocation and leave its --report-bindings lines?"""
+    need("pingpong")
+    (run,) = experiment.run(make_spec(kernel="pingpong", ntasks=2, launcher="mpirun",
+                                      args={"max_bytes": 64, "reps": 5},
+                                      binding={"map_by": "core", "bind_to": "core"}),
+                            progress=False, timeout=300)
+    assert (run.folder.provenance / "binding.txt").read_text().count("MCW rank") == 2
+    assert len(run.table()) > 0
