@@ -435,11 +435,11 @@ def figure(topo: Topology, panels=None, title: str | None = None, provenance: di
         panels = {title or "": panels}
     n = len(panels)
     _, width, height = _layout(topo)
-    fig = plots.new_figure(width=min(13.0, 3.2 + 0.45 * width),
+    fig = plots.new_figure(width=max(7.0, min(13.0, 3.2 + 0.45 * width)),
                            height=0.6 + n * (0.7 + 0.45 * height))
     for i, (label, bindings) in enumerate(panels.items(), start=1):
         ax = fig.add_subplot(n, 1, i)
         draw(topo, bindings, ax=ax,
-             title=(f"{label}: " if label else "") + f"{topo.host or 'node'}, {topo.summary()}")
+             title=(f"{label}\n" if label else "") + f"{topo.host or 'node'}, {topo.summary()}")
     plots.footnote(fig, provenance)
     return fig

@@ -91,7 +91,7 @@ def parse_pingpong_text(text: str, source: str = "stdout") -> pd.DataFrame:
         except ValueError:
             raise fail(source, lineno, f"not a table row (bytes reps t[usec] Mbytes/sec): "
                        f"{line.strip()[:80]!r}", "the report may be damaged; re-run") from None
-    end = report.body[-1][0] if report.body else None
+    end = report.last_line
     if header_at is None:
         raise fail(source, end, "no pingpong table after the validation line (truncated?)",
                    "the job probably died after validating; read its stderr")

@@ -127,7 +127,7 @@ def parse_poisson_text(text: str, source: str = "stdout") -> pd.DataFrame:
             continue
         raise fail(source, lineno, f"unexpected line {line.strip()[:80]!r}",
                    "the report may be damaged; re-run")
-    end = report.body[-1][0] if report.body else None
+    end = report.last_line
     ranks = report.config.get("ranks")
     got = len({r["rank"] for r in rows})
     if not rows or (isinstance(ranks, int) and got != ranks):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hpclab.errors import HpclabError
 from hpclab.parse.source import fail, read_text, typed
 from hpclab.topology import cpulist_to_cpus
 
@@ -24,6 +25,8 @@ KERNELS = ("pingpong", "stream", "poisson")
 CONTRACT = 1
 PLACEMENT_COLUMNS = ["rank", "thread", "host", "cpu", "allowed"]
 
+# Keys whose values are text even when they look like numbers (version "1.0").
+STRING_KEYS = {"kernel", "version", "build_flags", "compiler", "mpi_library"}
 _BANNER = re.compile(r"^hpclab (?P<kernel>\w+) (?P<version>\S+) - (?P<description>.+)$")
 _KV = re.compile(r"^(?P<key>[A-Za-z_][\w.\[\]]*?)\s* = ?(?P<value>.*)$")
 _HOST = re.compile(r"^(?P<host>\S+) cpu=(?P<cpu>-?\d+) allowed=(?P<allowed>[\d,\-]*)$")
@@ -39,7 +42,8 @@ class Report:
     kernel, version, description: from the banner; arguments: argv after the program name;
     config: the key = value block, typed (int, float, bool, str; host/thread lines excluded);
     placement: table (rank, thread, host, cpu, allowed), thread <NA> for the rank itself;
-    ok, message: the validation line; body: [(line number, text)] after the validation line.
+    ok, message: the validation line; body: [(line number, text)] after the validation line;
+    last_line: the number of lines in the text (where a truncation is reported).
     """
 
     source: str
@@ -52,6 +56,14 @@ class Report:
     ok: bool
     message: str
     body: list[tuple[int, str]] = field(default_factory=list)
+    last_line: int = 0
+
+
+def _cpus(text: str, source: str, line: int) -> list[int]:
+    try:
+        return cpulist_to_cpus(text)
+    except HpclabError as exc:
+        raise fail(source, line, exc.what, "the report may be damaged; re-run") from None
 
 
 def parse_report_text(text: str, source: str = "stdout", kernel: str | None = None) -> Report:
@@ -106,7 +118,7 @@ def parse_report_text(text: str, source: str = "stdout", kernel: str | None = No
                 raise fail(source, j + 1, f"malformed host line {line[:80]!r}",
                            "expected 'host[<rank>] = <hostname> cpu=<n> allowed=<list>'")
             rows.append({"rank": int(key[5:-1]), "thread": pd.NA, "host": m["host"],
-                         "cpu": int(m["cpu"]), "allowed": cpulist_to_cpus(m["allowed"])})
+                         "cpu": int(m["cpu"]), "allowed": _cpus(m["allowed"], source, j + 1)})
         elif key.startswith("thread["):
             m = _THREAD.match(value)
             rank, _, thread = key[7:-1].partition(".")
@@ -115,9 +127,9 @@ def parse_report_text(text: str, source: str = "stdout", kernel: str | None = No
                            "expected 'thread[<rank>.<thread>] = cpu=<n> allowed=<list>'")
             host = next((r["host"] for r in rows if r["rank"] == int(rank)), None)
             rows.append({"rank": int(rank), "thread": int(thread), "host": host,
-                         "cpu": int(m["cpu"]), "allowed": cpulist_to_cpus(m["allowed"])})
+                         "cpu": int(m["cpu"]), "allowed": _cpus(m["allowed"], source, j + 1)})
         else:
-            config[key] = typed(value)
+            config[key] = value if key in STRING_KEYS else typed(value)
     if ok is None:
         raise fail(source, len(lines), "no validation line ('Solution validates' or 'ERROR: ...'):"
                    " the output is truncated", "the job probably died or timed out; read its stderr")
@@ -125,7 +137,8 @@ def parse_report_text(text: str, source: str = "stdout", kernel: str | None = No
     body = [(n + 1, lines[n]) for n in range(body_start, len(lines))]
     return Report(source=source, kernel=banner["kernel"], version=banner["version"],
                   description=banner["description"], arguments=arguments, config=config,
-                  placement=placement, ok=ok, message=message, body=body)
+                  placement=placement, ok=ok, message=message, body=body,
+                  last_line=len(lines))
 
 
 def records(table: pd.DataFrame) -> list[dict]:

@@ -97,7 +97,7 @@ def parse_stream_text(text: str, source: str = "stdout") -> pd.DataFrame:
             continue
         raise fail(source, lineno, f"unexpected line in the STREAM tables: {line.strip()[:80]!r}",
                    "the report may be damaged; re-run")
-    end = report.body[-1][0] if report.body else None
+    end = report.last_line
     if header_at is None:
         raise fail(source, end, "no 'Function  Best Rate MB/s ...' table (truncated?)",
                    "the job probably died after validating; read its stderr")

@@ -1,0 +1,162 @@
+"""Tests for hpclab.plots: every figure is drawn from real run folders and saved as a PNG.
+
+The run folders in tests/data/runs were captured on the course machine (tests/data/capture.sh).
+Figures are checked for what holds on any machine: they render, have labelled axes, carry the
+provenance footnote and refuse tables they cannot draw.
+"""
+
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+import pytest
+
+from hpclab import plots
+from hpclab.errors import HpclabError
+from hpclab.parse import parse_run, run_topology
+from hpclab.topology import read_xml
+
+matplotlib.use("Agg")  # the figures never need a display; this proves it
+
+RUNS = Path(__file__).parent / "data" / "runs"
+DATA = Path(__file__).parent / "data"
+
+
+def runs(kernel):
+    return sorted(p for p in RUNS.iterdir() if p.name.startswith(kernel + "-"))
+
+
+def table(kernel):
+    return pd.concat([parse_run(p, kernel) for p in runs(kernel)], ignore_index=True)
+
+
+def saved(fig, tmp_path, name) -> Path:
+    path = tmp_path / f"{name}.png"
+    fig.savefig(path)
+    assert path.stat().st_size > 15_000, "PNG suspiciously small: empty figure?"
+    return path
+
+
+def footnote_of(fig) -> str:
+    return " ".join(t.get_text() for t in fig.texts if t.get_text().startswith("data:"))
+
+
+def test_latency_bandwidth_per_transport(tmp_path):
+    """Is there one curve per transport in each panel, with labelled axes and the run ids?"""
+    pp = table("pingpong")
+    fig = plots.latency_bandwidth(pp, size_range=(4096, int(pp["bytes"].max())))
+    saved(fig, tmp_path, "latency")
+    ax_t, ax_bw, ax_r = fig.axes
+    n = pp["transport"].nunique()
+    assert len(ax_bw.get_lines()) == 2 * n  # measured curve and fitted-BW line per transport
+    assert "[us]" in ax_t.get_ylabel() and "[MB/s" in ax_bw.get_ylabel()
+    assert "[bytes]" in ax_r.get_xlabel()
+    for run in pp["run_id"].unique():
+        assert run in footnote_of(fig)
+
+
+def test_fit_table_per_transport():
+    """Does fit_transports give one positive-bandwidth fit per transport over large messages?"""
+    pp = table("pingpong")
+    fits = plots.fit_transports(pp, size_range=(65536, int(pp["bytes"].max())))
+    assert sorted(fits["transport"]) == sorted(pp["transport"].unique())
+    assert (fits["bandwidth_mb_s"] > 0).all()
+    assert (fits["n_points"] >= 2).all()
+
+
+def test_stream_bandwidth_per_binding(tmp_path):
+    """Does each run get a bar stacked from its ranks, the stack summing to the aggregate?"""
+    st = table("stream")
+    fig = plots.stream_bandwidth(st, function="Triad")
+    saved(fig, tmp_path, "stream")
+    ax = fig.axes[0]
+    heights = {}
+    for patch in ax.patches:
+        x = round(patch.get_x() + patch.get_width() / 2)
+        heights[x] = heights.get(x, 0) + patch.get_height()
+    groups = list(pd.unique(st["run_id"]))
+    expected = st[st["function"] == "Triad"].groupby("run_id")["mb_s"].sum()
+    for x, run in enumerate(groups):
+        assert heights[x] == pytest.approx(expected[run], rel=1e-9)
+
+
+def test_stream_bandwidth_refuses_unknown_function():
+    """Does asking for a function STREAM does not have list the ones it has?"""
+    with pytest.raises(HpclabError, match="no STREAM rows for function 'Sum'"):
+        plots.stream_bandwidth(table("stream"), function="Sum")
+
+
+def test_compute_mpi_split(tmp_path):
+    """Are there as many bars per rank as timer phases, compute first, from a real run?"""
+    po = parse_run(RUNS / "poisson-np2", "poisson")
+    fig = plots.compute_mpi_split(po)
+    saved(fig, tmp_path, "split")
+    ax = fig.axes[0]
+    assert len(ax.patches) == po["rank"].nunique() * po["phase"].nunique()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    kinds = [label.rsplit("(", 1)[1].rstrip(")") for label in labels]
+    assert kinds == sorted(kinds)  # "compute" phases before "mpi" phases
+    assert "poisson-np2" in footnote_of(fig)
+
+
+def test_speedup_efficiency_from_real_runs(tmp_path):
+    """Does a (ranks, seconds) table from real Poisson runs give speedup and efficiency panels?"""
+    rows = []
+    for run in runs("poisson"):
+        t = parse_run(run, "poisson")
+        rows.append({"ranks": t.attrs["config"]["ranks"], "seconds": t.attrs["summary"]["wall_time"],
+                     "run_id": run.name})
+    fig = plots.speedup_efficiency(pd.DataFrame(rows))
+    saved(fig, tmp_path, "speedup")
+    ax_s, ax_e = fig.axes
+    ideal = ax_s.get_lines()[0]
+    assert list(ideal.get_ydata()) == sorted({r["ranks"] for r in rows})  # baseline is 1 rank
+    assert "efficiency" in ax_e.get_ylabel()
+
+
+def test_topology_with_run_bindings(tmp_path):
+    """Can the run's own topology be drawn with launcher binding and actual CPU side by side?"""
+    run = RUNS / "stream-bind-core"
+    st = parse_run(run, "stream")
+    ranks = st.drop_duplicates("rank")
+    launcher = pd.DataFrame({"rank": ranks["rank"], "cpus": ranks["bound_cpus"]})
+    actual = pd.DataFrame({"rank": ranks["rank"], "cpus": [[c] for c in ranks["cpu"]]})
+    fig = plots.topology_bindings(run_topology(run), {"launcher binding": launcher,
+                                                      "CPU the rank ran on": actual},
+                                  provenance=st.attrs["provenance"])
+    saved(fig, tmp_path, "topology")
+    assert len(fig.axes) == 2
+    assert "stream-bind-core" in footnote_of(fig)
+
+
+def test_topology_of_synthetic_two_socket_node(tmp_path):
+    """Does a synthetic two-socket node draw with ranks spread over both packages?"""
+    topo = read_xml(DATA / "lstopo_synthetic_2pack.xml")
+    fig = plots.topology_bindings(topo, pd.DataFrame({"rank": [0, 1], "cpus": [[0, 1], [8, 9]]}))
+    saved(fig, tmp_path, "synthetic")
+    assert "provenance unknown" in footnote_of(fig)
+
+
+@pytest.mark.parametrize("func,columns", [
+    (plots.latency_bandwidth, ["bytes"]),
+    (plots.stream_bandwidth, ["rank", "function"]),
+    (plots.compute_mpi_split, ["rank", "phase"]),
+    (plots.speedup_efficiency, ["ranks"]),
+])
+def test_plots_refuse_tables_without_their_columns(func, columns):
+    """Does each plot say which columns it needs when given the wrong table?"""
+    with pytest.raises(HpclabError, match="needs the column"):
+        func(pd.DataFrame({c: [1] for c in columns}))
+
+
+def test_plots_refuse_empty_tables():
+    """Does an empty table give a message instead of an empty figure?"""
+    empty = pd.DataFrame(columns=["rank", "phase", "kind", "seconds"])
+    with pytest.raises(HpclabError, match="the table is empty"):
+        plots.compute_mpi_split(empty)
+
+
+def test_rank_colours_are_stable():
+    """Does rank r get the same colour in every figure, and do neighbours differ?"""
+    assert plots.rank_color(3) == plots.rank_color(3)
+    assert len({plots.rank_color(r) for r in range(20)}) == 20
