@@ -197,12 +197,13 @@ def stream_bandwidth(table: pd.DataFrame, by: str | None = None, function: str =
     """STREAM bandwidth for each binding, as bars stacked from each rank's best rate.
 
     table: STREAM rows (rank, function, mb_s, and the grouping column), e.g. parse_run tables of
-    several runs concatenated; by: column naming the binding (default "binding" if present,
-    else "run_id"); function: Copy, Scale, Add or Triad. The bar height is the aggregate
+    several runs concatenated; by: column naming the binding (default "binding" or "label"
+    when every row has one, else "run_id"); function: Copy, Scale, Add or Triad. The bar height is the aggregate
     (sum over ranks, MB/s = 10^6 B/s); each segment is one rank. Returns a Figure.
     """
-    if by is None:
-        by = "binding" if isinstance(table, pd.DataFrame) and "binding" in table else "run_id"
+    if by is None:  # a binding label if the runs have one, else the run id
+        by = next((c for c in ("binding", "label") if isinstance(table, pd.DataFrame)
+                   and c in table and table[c].notna().all()), "run_id")
     _need(table, ["rank", "function", "mb_s", by], "stream_bandwidth")
     rows = table[table["function"] == function]
     if rows.empty:
@@ -326,3 +327,48 @@ def topology_bindings(topo, panels=None, provenance=None) -> Figure:
     if provenance is None and isinstance(panels, pd.DataFrame):
         provenance = provenance_of(panels)
     return topology.figure(topo, panels, provenance=provenance)
+
+
+def binding_panels(table: pd.DataFrame) -> dict:
+    """Bindings tables of one parse_run table, for topology_bindings: what the launcher reported,
+    the affinity each rank saw, and the CPUs its threads ran on.
+
+    table: parse_run output (attrs "bindings" and "placement"). Returns {label: DataFrame(rank,
+    cpus, numbering)}; the launcher panel is left out when the run printed no binding lines.
+    """
+    panels = {}
+    bindings = pd.DataFrame(table.attrs.get("bindings") or [])
+    if not bindings.empty:
+        first = bindings.drop_duplicates("rank")
+        source = ", ".join(sorted(set(first["source"])))
+        panels[f"binding reported by {source}"] = first[["rank", "cpus", "numbering"]]
+    place = pd.DataFrame(table.attrs.get("placement") or [])
+    if place.empty:
+        raise HpclabError("the table carries no placement (attrs['placement'])",
+                          "pass the table returned by hpclab.parse.parse_run")
+    ranks = place[place["thread"].isna()]
+    panels["affinity each rank saw (sched_getaffinity)"] = pd.DataFrame(
+        {"rank": ranks["rank"], "cpus": ranks["allowed"], "numbering": "os"})
+    threads = place[place["thread"].notna()]
+    ran = [(r, sorted(set(threads[threads["rank"] == r]["cpu"])) or [int(c)])
+           for r, c in zip(ranks["rank"], ranks["cpu"])]
+    panels["CPUs the rank and its threads ran on"] = pd.DataFrame(
+        {"rank": [r for r, _ in ran], "cpus": [c for _, c in ran], "numbering": "os"})
+    return panels
+
+
+def run_bindings(run_dir, kernel: str, host: str | None = None) -> Figure:
+    """The topology of a run's node with its bindings: launcher report, affinity, CPUs used.
+
+    run_dir: a run folder; kernel: its kernel; host: which node (default: the one saved, or this
+    machine when the folder has no topology file). Returns a Figure (see binding_panels).
+    """
+    from hpclab import topology
+    from hpclab.parse import parse_run, run_topology
+
+    table = parse_run(run_dir, kernel)
+    try:
+        topo = run_topology(run_dir, host)
+    except HpclabError:
+        topo = topology.from_lstopo()
+    return topology_bindings(topo, binding_panels(table), provenance=table.attrs["provenance"])

@@ -1,8 +1,9 @@
 """Machine topology from hwloc, and a drawing of it with each rank's CPUs coloured.
 
 `lstopo --of xml` describes a node as packages (sockets), NUMA nodes, caches, cores and PUs
-(hardware threads). This module reads that XML (hwloc 2.x, and 1.x files where NUMA nodes are
-parents of packages) into a flat table of PUs, runs lstopo for pictures and for synthetic
+(hardware threads). This module reads that XML (written for hwloc 2.x, tested with 2.9; hwloc
+1.x files, with "Socket" objects and NUMA nodes as parents, follow the same rules but are
+untested) into a flat table of PUs, runs lstopo for pictures and for synthetic
 topologies ("pack:2 numa:1 core:4 pu:2": a two-socket node to teach NUMA on a laptop), and draws
 its own diagram in which each PU box is coloured by the ranks bound to it. Drawing two binding
 tables side by side (the launcher's mask and the CPU each rank actually ran on) is what makes

@@ -160,3 +160,22 @@ def test_rank_colours_are_stable():
     """Does rank r get the same colour in every figure, and do neighbours differ?"""
     assert plots.rank_color(3) == plots.rank_color(3)
     assert len({plots.rank_color(r) for r in range(20)}) == 20
+
+
+def test_binding_panels_of_a_threaded_run():
+    """For one rank with two OpenMP threads, does the 'ran on' panel list both threads' CPUs?"""
+    run = RUNS / "stream-1rank-2threads"
+    t = parse_run(run, "stream")
+    panels = plots.binding_panels(t)
+    ran = panels["CPUs the rank and its threads ran on"]
+    place = pd.DataFrame(t.attrs["placement"])
+    assert ran["cpus"].iloc[0] == sorted(set(place[place["thread"].notna()]["cpu"]))
+    assert not any(label.startswith("binding reported") for label in panels)  # no report asked
+
+
+def test_run_bindings_figure_has_one_panel_per_view(tmp_path):
+    """Does a run with mpirun --report-bindings give launcher, affinity and ran-on panels?"""
+    fig = plots.run_bindings(RUNS / "stream-bind-core", "stream")
+    saved(fig, tmp_path, "run_bindings")
+    assert len(fig.axes) == 3
+    assert "binding reported by mpirun" in fig.axes[0].get_title()
