@@ -178,4 +178,4 @@ def test_run_bindings_figure_has_one_panel_per_view(tmp_path):
     fig = plots.run_bindings(RUNS / "stream-bind-core", "stream")
     saved(fig, tmp_path, "run_bindings")
     assert len(fig.axes) == 3
-    assert "binding reported by mpirun" in fig.axes[0].get_title()
+    assert "binding reported by mpirun" in fig.axes[0].get_title(loc="left")
