@@ -241,10 +241,22 @@ def run_folders(root: Path | None = None) -> list[RunFolder]:
     return sorted(found, key=lambda f: (f.run_id, f.experiment))
 
 
+def _remove_abandoned(root: Path, age: float = 3600.0) -> None:
+    # Hidden temporaries (".<id>.tmp" folders, ".<file>.tmp" files) left by a killed writer; only
+    # old ones, so a writer that is still busy is not disturbed.
+    now = time.time()
+    for p in [*root.glob(".*.tmp"), *root.glob("*/.*.tmp")]:
+        with contextlib.suppress(OSError):
+            if now - p.stat().st_mtime > age:
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
 def rebuild_index(root: Path | None = None) -> list[dict]:
-    """Rewrite runs/index.jsonl from the folders alone; return its entries."""
+    """Rewrite runs/index.jsonl from the folders alone (and remove temporaries abandoned by a
+    killed writer more than an hour ago); return the entries."""
     root = Path(root or paths.runs_dir())
     with _locked(root):
+        _remove_abandoned(root)
         entries = [e for e in (_entry(f) for f in run_folders(root)) if e is not None]
         _write(root, entries)
     return entries

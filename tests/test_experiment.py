@@ -170,3 +170,14 @@ def test_mpirun_launcher_reports_bindings(runs_root):
                             progress=False, timeout=300)
     assert (run.folder.provenance / "binding.txt").read_text().count("MCW rank") == 2
     assert len(run.table()) > 0
+
+
+def test_trace_writes_one_file_per_rank(runs_root):
+    """Does trace: true preload the tracer for the kernel only and fill <run>/trace/?"""
+    need("poisson")
+    if not (paths.lib_dir() / "libmpitrace.so").is_file():
+        pytest.skip("build/lib/libmpitrace.so not built (make -C src)")
+    (run,) = experiment.run(make_spec(kernel="poisson", ntasks=2, args={"n": 64, "iters": 5}, trace=True),
+                            progress=False, timeout=300)
+    assert len(list(run.folder.trace_dir.iterdir())) == 2
+    assert "LD_PRELOAD" not in (run.folder.provenance / "env.txt").read_text()

@@ -191,3 +191,15 @@ def test_cli_run_with_bad_spec_prints_one_error(tmp_path, monkeypatch, capsys):
     assert err.startswith("hpclab: invalid spec") and "did you mean 'cores'" in err
     assert "Traceback" not in err
     assert not list(tmp_path.glob("*/*"))
+
+
+def test_rebuild_removes_only_old_abandoned_temporaries(tmp_path):
+    """Does rebuilding the index clear temporaries a killed writer left long ago, but not fresh
+    ones a live writer may still be filling?"""
+    RunFolder.create("exp", SPEC, root=tmp_path)
+    old, young = tmp_path / "exp" / ".old.tmp", tmp_path / "exp" / ".young.tmp"
+    old.mkdir()
+    young.mkdir()
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    runs.rebuild_index(tmp_path)
+    assert not old.exists() and young.exists()
