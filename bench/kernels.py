@@ -1,0 +1,313 @@
+"""Benchmark the course's C kernels on this machine and write build/bench/kernels.{md,json}.
+
+    .venv/bin/python bench/kernels.py [--quick] [--runs N]
+
+Each measurement is repeated (5 runs, 3 with --quick) and reported as min / median / max:
+- pingpong per transport: the default selection, ob1+vader, ob1+vader without the single-copy
+  (CMA) path, ob1+tcp, and UCX when it can be selected; 0-byte latency and peak bandwidth.
+- STREAM-like bandwidth per thread count (1, 2) and binding (unbound, OpenMP-bound, mpirun
+  --bind-to core, and 2 ranks x 2 threads bound to one core each: the hybrid pitfall).
+- Poisson single-rank lattice updates/s against a memory roofline: measured Triad bandwidth
+  divided by the bytes one lattice update moves (see BYTES_PER_UPDATE).
+Every raw JSON report is kept under build/bench/raw/<stamp>/; earlier kernels.md/json are
+renamed with their time stamp, never overwritten. No numbers are written by hand: every value
+in the tables comes from those reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from hpclab import paths  # noqa: E402
+from hpclab.errors import HpclabError  # noqa: E402
+
+# One lattice update of the Poisson solver (one point, one iteration) streams, when the grid is
+# far larger than the caches and neighbouring rows stay in cache:
+#   red sweep   : u read + u written back (16 B) + f read (8 B)      = 24 B
+#   black sweep : the same (both colours share every cache line)     = 24 B
+#   residuum    : u read + f read                                     = 16 B
+# No write-allocate extra: u's lines are read before they are written.
+BYTES_PER_UPDATE = 64
+
+PINGPONG_TRANSPORTS = [
+    ("default", []),
+    ("ob1+vader", ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"]),
+    ("ob1+vader, no single-copy", ["--mca", "pml", "ob1", "--mca", "btl", "self,vader",
+                                   "--mca", "btl_vader_single_copy_mechanism", "none"]),
+    ("ob1+tcp", ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"]),
+    ("ucx (pml_ucx_tls/devices any)", ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any",
+                                        "--mca", "pml_ucx_devices", "any"]),
+]
+
+# Reference benchmark -> package-name pattern (apt-cache search --names-only, a regex).
+REFERENCES = {
+    "IMB PingPong": "^(intel-mpi-benchmarks|imb-mpi.*)$",
+    "STREAM 5.10": "^(stream|stream-benchmark|mccalpin-stream)$",
+}
+
+
+def env(threads: int, extra: dict | None = None) -> dict:
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+             OMP_NUM_THREADS=str(threads))
+    for k in ("OMP_PROC_BIND", "OMP_PLACES"):
+        e.pop(k, None)
+    e.update(extra or {})
+    return e
+
+
+def run_kernel(kernel: str, args: list[str], out: Path, np: int | None = None,
+               mpirun_opts: list[str] = (), threads: int = 1, omp: dict | None = None) -> dict:
+    """Run one kernel with --json out; return the parsed report. np None: singleton."""
+    cmd = [str(paths.bin_dir() / kernel), *args, "--json", str(out)]
+    if np is not None:
+        xs = [a for k in ["OMP_NUM_THREADS", *(omp or {})] for a in ("-x", k)]
+        cmd = ["mpirun", "-np", str(np), *xs, *mpirun_opts, *cmd]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env(threads, omp))
+    if p.returncode != 0:
+        lines = [ln for ln in (p.stderr + p.stdout).splitlines() if ln.strip()]
+        first = next((ln for ln in lines if "ERROR" in ln or "cannot" in ln), lines[0] if lines else "")
+        raise HpclabError(f"{kernel} {' '.join(args)} failed (exit {p.returncode}): {first.strip()}",
+                          f"run it by hand: {' '.join(cmd)}")
+    return json.loads(out.read_text())
+
+
+def stats(values: list[float]) -> dict:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values),
+            "runs": len(values)}
+
+
+def fmt(s: dict | None, digits: int = 1) -> str:
+    if not s:
+        return "n/a"
+    return f"{s['min']:.{digits}f} / {s['median']:.{digits}f} / {s['max']:.{digits}f}"
+
+
+def bench_pingpong(raw: Path, runs: int, max_bytes: int) -> list[dict]:
+    rows = []
+    for label, opts in PINGPONG_TRANSPORTS:
+        lat, peak, at_max, reported, err = [], [], [], None, None
+        for i in range(runs):
+            try:
+                doc = run_kernel("pingpong", ["--max-bytes", str(max_bytes)],
+                                 raw / f"pingpong-{len(rows)}-{i}.json", np=2,
+                                 mpirun_opts=["--bind-to", "core", *opts])
+            except HpclabError as e:
+                err = e.what
+                break
+            r = doc["results"]
+            tr = r["transport"]
+            reported = tr["pml"] + ("+" + ",".join(tr["btl"]) if tr["btl"] else "") + \
+                (f" (mtl {tr['mtl']})" if tr["mtl"] else "") + f"  [{tr['source']}]"
+            lat.append(r["rows"][0]["t_usec"])
+            best = max(r["rows"], key=lambda x: x["mbytes_per_sec"])
+            peak.append(best["mbytes_per_sec"])
+            at_max.append(r["rows"][-1]["mbytes_per_sec"])
+        rows.append({"transport": label, "mca": " ".join(opts) or "(none)", "reported": reported,
+                     "error": err,
+                     "latency_0B_usec": stats(lat) if lat else None,
+                     "peak_mbytes_per_sec": stats(peak) if peak else None,
+                     "max_size_mbytes_per_sec": stats(at_max) if at_max else None,
+                     "max_bytes": max_bytes})
+        print(f"  pingpong {label}: {'failed: ' + err if err else 'done'}", flush=True)
+    return rows
+
+
+def stream_configs():
+    # (label, ranks, threads, mpirun options, OpenMP environment)
+    yield "1 rank x 1 thread, unbound (singleton)", None, 1, [], {}
+    yield "1 rank x 2 threads, unbound", None, 2, [], {"OMP_PROC_BIND": "false"}
+    yield "1 rank x 2 threads, OMP_PROC_BIND=close OMP_PLACES=cores", None, 2, [], \
+        {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
+    yield "2 ranks x 1 thread, --bind-to core", 2, 1, ["--bind-to", "core"], {}
+    yield "2 ranks x 2 threads, --bind-to core (threads share a core)", 2, 2, \
+        ["--bind-to", "core"], {}
+    yield "2 ranks x 2 threads, --bind-to none", 2, 2, ["--bind-to", "none"], {}
+
+
+def bench_stream(raw: Path, runs: int, size: int) -> list[dict]:
+    rows = []
+    for label, np, threads, opts, omp in stream_configs():
+        vals = {k: [] for k in ("Copy", "Scale", "Add", "Triad")}
+        err, placement = None, None
+        for i in range(runs):
+            try:
+                doc = run_kernel("stream", ["--size", str(size)], raw / f"stream-{len(rows)}-{i}.json",
+                                 np=np, mpirun_opts=opts, threads=threads, omp=omp)
+            except HpclabError as e:
+                err = e.what
+                break
+            for k in vals:
+                vals[k].append(doc["results"]["kernels"][k]["best_mb_s"])
+            placement = "; ".join(
+                f"r{p['rank']}: " + " ".join(f"t{t['thread']}@{t['cpu']}" for t in p["threads"])
+                for p in doc["placement"])
+        rows.append({"config": label, "ranks": np or 1, "threads": threads, "error": err,
+                     "placement": placement, "array_elements": size,
+                     **{f"{k}_mb_s": stats(v) if v else None for k, v in vals.items()}})
+        print(f"  stream {label}: {'failed: ' + err if err else 'done'}", flush=True)
+    return rows
+
+
+def bench_poisson(raw: Path, runs: int, n: int, iters: int, stream_rows: list[dict]) -> list[dict]:
+    triad = {r["threads"]: r["Triad_mb_s"] for r in stream_rows
+             if r["ranks"] == 1 and r["Triad_mb_s"] and
+             ("OMP_PROC_BIND=close" in r["config"] or r["threads"] == 1)}
+    rows = []
+    for threads in (1, 2):
+        omp = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"} if threads > 1 else {}
+        lups, err = [], None
+        for i in range(runs):
+            try:
+                doc = run_kernel("poisson", ["--n", str(n), "--iters", str(iters)],
+                                 raw / f"poisson-{threads}-{i}.json", threads=threads, omp=omp)
+            except HpclabError as e:
+                err = e.what
+                break
+            lups.append(doc["results"]["lattice_updates_per_sec"])
+        bw = triad.get(threads)
+        roof = bw["median"] * 1e6 / BYTES_PER_UPDATE if bw else None
+        rows.append({"threads": threads, "n": n, "iterations": iters, "error": err,
+                     "lattice_updates_per_sec": stats(lups) if lups else None,
+                     "triad_mb_s_median": bw["median"] if bw else None,
+                     "bytes_per_update": BYTES_PER_UPDATE,
+                     "roofline_updates_per_sec": roof,
+                     "fraction_of_roofline": (statistics.median(lups) / roof) if lups and roof else None})
+        print(f"  poisson {threads} thread(s): {'failed: ' + err if err else 'done'}", flush=True)
+    return rows
+
+
+def references() -> list[dict]:
+    out = []
+    for name, pkg in REFERENCES.items():
+        found = ""
+        if shutil.which("apt-cache"):
+            p = subprocess.run(["apt-cache", "search", "--names-only", pkg], capture_output=True,
+                               text=True)
+            found = p.stdout.strip()
+        out.append({"reference": name, "apt_search": pkg, "found": found or None,
+                    "status": "packaged (not compared yet)" if found else
+                    "reference not available on this machine"})
+    return out
+
+
+def write_markdown(path: Path, meta: dict, pp: list, st: list, po: list, refs: list) -> None:
+    L = [f"# Kernel benchmarks on {meta['host']}", "",
+         f"Measured {meta['date']} with `{meta['command']}`: {meta['runs']} runs per row, "
+         "values are min / median / max. Raw reports: "
+         f"`{meta['raw']}`.", "",
+         f"MPI: {meta['mpi_library']}  ", f"Build: `{meta['build_flags']}`", "",
+         "## PingPong (2 ranks, --bind-to core)", "",
+         "| transport (requested) | reported by Open MPI [source] | t(0 B) [usec] | "
+         f"peak [MB/s] | at {pp[0]['max_bytes']} B [MB/s] |",
+         "|---|---|---|---|---|"]
+    for r in pp:
+        if r["error"]:
+            L.append(f"| {r['transport']} | not available: {r['error']} | | | |")
+        else:
+            L.append(f"| {r['transport']} | {r['reported']} | {fmt(r['latency_0B_usec'], 2)} | "
+                     f"{fmt(r['peak_mbytes_per_sec'])} | {fmt(r['max_size_mbytes_per_sec'])} |")
+    L += ["", "MB = 10^6 bytes; t = half round trip. On this VM the default is Open MPI's own "
+          "choice with Debian's `/etc/openmpi/openmpi-mca-params.conf` (`pml = ^ucx`), so UCX "
+          "is only used when forced, and `pml ucx` alone refuses to start without an "
+          "InfiniBand device unless `pml_ucx_tls`/`pml_ucx_devices` are set to `any`.", "",
+          f"## STREAM-like ({st[0]['array_elements']} doubles per array per rank)", "",
+          "| configuration | Copy [MB/s] | Triad [MB/s] | where threads ran (last run) |",
+          "|---|---|---|---|"]
+    for r in st:
+        if r["error"]:
+            L.append(f"| {r['config']} | not available: {r['error']} | | |")
+        else:
+            L.append(f"| {r['config']} | {fmt(r['Copy_mb_s'])} | {fmt(r['Triad_mb_s'])} | "
+                     f"{r['placement']} |")
+    L += ["", "Whole-job rates: bytes of all ranks / slowest rank's time (see "
+          "docs/kernel-contract.md). STREAM-like; not compliant STREAM results.", "",
+          "## Poisson, one rank: lattice updates/s vs memory roofline", "",
+          f"Roofline = median Triad bandwidth (same thread count, one rank) / {BYTES_PER_UPDATE} B "
+          "per lattice update (red and black sweeps each stream u in and out and read f: "
+          "24 B each; the residuum reads u and f: 16 B; neighbour rows reused from cache).", "",
+          "| threads | N | iterations | updates/s | roofline updates/s | median / roofline |",
+          "|---|---|---|---|---|---|"]
+    for r in po:
+        if r["error"]:
+            L.append(f"| {r['threads']} | {r['n']} | {r['iterations']} | not available: "
+                     f"{r['error']} | | |")
+            continue
+        s = r["lattice_updates_per_sec"]
+        roof = f"{r['roofline_updates_per_sec']:.3e}" if r["roofline_updates_per_sec"] else "n/a"
+        frac = f"{r['fraction_of_roofline']:.2f}" if r["fraction_of_roofline"] else "n/a"
+        L.append(f"| {r['threads']} | {r['n']} | {r['iterations']} | "
+                 f"{s['min']:.3e} / {s['median']:.3e} / {s['max']:.3e} | {roof} | {frac} |")
+    L += ["", "## Reference benchmarks", "",
+          "| reference | apt-cache search | ratio |", "|---|---|---|"]
+    for r in refs:
+        pattern = r["apt_search"].replace("|", "\\|")  # a literal | would split the cell
+        L.append(f"| {r['reference']} | `{pattern}`: {r['found'] or 'nothing found'} | "
+                 f"{r['status']} |")
+    L.append("")
+    path.write_text("\n".join(L))
+
+
+def keep_earlier(path: Path) -> None:
+    """Rename an earlier result to <name>-<its mtime>.<ext> so nothing is overwritten."""
+    if path.exists():
+        stamp = dt.datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y%m%d-%H%M%S")
+        path.rename(path.with_name(f"{path.stem}-{stamp}{path.suffix}"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, 3 runs (about a minute)")
+    ap.add_argument("--runs", type=int, default=None, help="repetitions per row (default 5, quick 3)")
+    a = ap.parse_args(argv)
+    runs = a.runs or (3 if a.quick else 5)
+    if runs < 1:
+        print("error: --runs must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        make = subprocess.run(["make", "-C", str(paths.repo() / "src")], capture_output=True,
+                              text=True)
+        if make.returncode != 0:
+            raise HpclabError("make -C src failed: " + (make.stderr.strip().splitlines() or [""])[-1],
+                              "fix the build first (make -C src)")
+        out_dir = paths.build_dir() / "bench"
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        raw = out_dir / "raw" / stamp
+        raw.mkdir(parents=True, exist_ok=False)
+        print(f"raw reports in {raw}", flush=True)
+        pp = bench_pingpong(raw, runs, (1 << 20) if a.quick else (4 << 20))
+        # Arrays above the 4x-LLC rule even in quick mode (5M doubles = 40 MB per array).
+        st = bench_stream(raw, runs, 5_000_000 if a.quick else 20_000_000)
+        po = bench_poisson(raw, runs, 2048 if a.quick else 4096, 20 if a.quick else 40, st)
+        refs = references()
+        first = json.loads(next(raw.glob("stream-*.json")).read_text())["config"]
+        meta = {"host": os.uname().nodename, "date": dt.datetime.now().isoformat(timespec="seconds"),
+                "command": " ".join(["bench/kernels.py", *(argv if argv is not None else sys.argv[1:])]),
+                "runs": runs, "raw": str(raw.relative_to(paths.repo())),
+                "mpi_library": first["mpi_library"], "build_flags": first["build_flags"],
+                "quick": a.quick}
+        doc = {"meta": meta, "pingpong": pp, "stream": st, "poisson": po, "references": refs,
+               "bytes_per_lattice_update": BYTES_PER_UPDATE}
+        md, js = out_dir / "kernels.md", out_dir / "kernels.json"
+        keep_earlier(md)
+        keep_earlier(js)
+        js.write_text(json.dumps(doc, indent=2) + "\n")
+        write_markdown(md, meta, pp, st, po, refs)
+        print(f"wrote {md} and {js}")
+        return 0
+    except HpclabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
