@@ -219,6 +219,18 @@ def start():
     import matplotlib
 
     matplotlib.rcParams.update({"figure.dpi": 100, "savefig.dpi": 120})
+    _inline_figures()
     mode = "quick parameter set" if quick() else "full parameter set"
     print(f"site: {site.name} ({site.description}); {mode}")
     return site
+
+
+def _inline_figures() -> None:
+    """Show the package's Figure objects as images when a cell returns one (as pyplot figures are)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "kernel"):
+        shell.run_line_magic("matplotlib", "inline")

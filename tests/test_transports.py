@@ -1,0 +1,37 @@
+"""Transport experiments: named selections become valid specs; summaries fit each run on its own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hpclab import transports
+
+
+def _runs(label, latency_us, bw_mb_s, run_ids):
+    sizes = np.array([0] + [2 ** k for k in range(0, 23)])
+    rows = []
+    for i, run_id in enumerate(run_ids):
+        t = latency_us + sizes / bw_mb_s * (1 + 0.01 * i)  # MB/s = bytes/us
+        rows += [{"label": label, "run_id": run_id, "bytes": b, "t_usec": tt} for b, tt in zip(sizes, t)]
+    return pd.DataFrame(rows)
+
+
+def test_summary_recovers_latency_and_bandwidth_per_selection():
+    """Does the summary give, per selection, the exact latency and the bandwidth range over its runs?"""
+    table = pd.concat([_runs("fast", 0.5, 10000.0, ["a", "b", "c"]), _runs("slow", 20.0, 1000.0, ["d"])])
+    s = transports.summary(table)
+    assert list(s.index) == ["fast", "slow"]
+    assert s.loc["fast", "runs"] == 3
+    assert s.loc["fast", "latency_us_median"] == pytest.approx(0.5)
+    assert s.loc["fast", "bandwidth_mb_s_max"] == pytest.approx(10000.0, rel=1e-9)
+    assert s.loc["fast", "bandwidth_mb_s_min"] == pytest.approx(10000.0 / 1.02, rel=1e-9)
+    assert s.loc["slow", "bandwidth_mb_s_median"] == pytest.approx(1000.0, rel=1e-9)
+
+
+def test_every_named_selection_is_a_valid_spec():
+    """Are all the course's named selections accepted by the spec model (names and MCA syntax)?"""
+    specs = transports.specs(list(transports.SELECTIONS), repetitions=2)
+    assert [s.label for s in specs] == list(transports.SELECTIONS)
+    assert all(s.kernel == "pingpong" and s.repetitions == 2 for s in specs)
