@@ -1,0 +1,31 @@
+# nbgrader configuration for the hpclab labs; `hpclab.grading.init_course` copies it into a course
+# folder (nbgrader reads nbgrader_config.py from the folder it runs in).
+c = get_config()  # noqa: F821 (provided by nbgrader)
+
+c.CourseDirectory.course_id = "hpclab"
+
+# Execution. Lab cells read packed run data and fit a few dozen points: each takes well under a
+# second; the reference analysis in a hidden test starts a Python process (about 2 s). 60 s per
+# cell leaves room for a loaded grading machine and stops an infinite loop within a minute;
+# the cell is then interrupted and the other cells are still graded.
+c.Execute.timeout = 60
+c.Execute.interrupt_on_timeout = True
+
+c.Execute.kernel_name = "hpclab-grader"      # sandboxed kernel installed by init_course
+c.ExecutePreprocessor.kernel_name = "hpclab-grader"
+
+# Student view: a stub that fails loudly until answered.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# A notebook printing without end must not make the graded copy or the feedback huge.
+c.LimitOutput.max_lines = 500
+c.LimitOutput.max_traceback = 50
+
+# Collecting from an LMS download: downloaded/<lab>/archive/<student-id>.zip, each holding the
+# lab folder's content (the notebook and data/). The student id is the zip's name.
+c.ZipCollectApp.collector_plugin = "nbgrader.plugins.FileNameCollectorPlugin"
+c.FileNameCollectorPlugin.named_regexp = r".*/extracted/(?P<student_id>[A-Za-z0-9_.-]+)/(?P<file_id>.+)"
+# run folders hold extension-less files (stdout, stderr) and .json/.txt/.xml/.sh/.yaml ones
+c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".json", ".txt", ".xml", ".sh", ".yaml", ""]
+
+c.CourseDirectory.max_file_size = 20000   # kB per file copied into a submission (run data included)

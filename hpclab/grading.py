@@ -1,0 +1,483 @@
+"""Grading the labs with nbgrader: course folder, release, collect, autograde, feedback, export,
+the reference answers hidden tests compare with, and a simulated class (`grade_demo`).
+
+A course folder is nbgrader's layout (source/, release/, submitted/, autograded/, feedback/,
+gradebook.db) plus our grader/nbgrader_config.py. Each step is one nbgrader command run in that
+folder. Steps never overwrite earlier results (no --force): a step already done is an error.
+
+Student code runs in nbgrader's kernel, started through `python -m hpclab.grading kernel`. When
+the grader is root, that kernel gets a private mount namespace where the hidden tests (source/,
+gradebook.db) and other students' work are covered, / is read-only and no capability is left:
+a notebook cannot read the hidden tests nor write anything outside /tmp.
+Hidden tests take expected values from `reference(lab, lab_dir)`, computed in a fresh Python
+process with the package's analysis (a notebook that patches hpclab in its own process does not
+change them), and only from packed runs that pass `labdata.verify`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from hpclab import paths
+from hpclab.errors import HpclabError
+
+LABS = ("lab-transports",)   # labs with a demo class today
+KERNEL_NAME = "hpclab-grader"
+NOBODY = 65534
+
+
+def _grader_dir() -> Path:
+    return paths.repo() / "grader"
+
+
+def _labs_dir() -> Path:
+    return paths.repo() / "labs"
+
+
+def _nbgrader() -> str:
+    exe = Path(sys.executable).with_name("nbgrader")
+    return str(exe) if exe.exists() else "nbgrader"
+
+
+def _sh(course: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """Run one nbgrader command in the course folder; raise HpclabError with its last lines."""
+    # nbgrader calls alembic (gradebook migrations) by name: the venv's bin must be on PATH
+    env = dict(os.environ, JUPYTER_PATH=str(course / "jupyter"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("NBGRADER_EXECUTION", None)
+    proc = subprocess.run([_nbgrader(), *args], cwd=course, capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    (course / "logs").mkdir(exist_ok=True)
+    log = course / "logs" / f"{args[0]}.log"
+    with open(log, "a") as fh:
+        fh.write(f"$ nbgrader {' '.join(args)}\n{proc.stdout}{proc.stderr}\n")
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+        raise HpclabError(f"nbgrader {args[0]} failed (exit {proc.returncode}): {tail}",
+                          f"full output in {log}")
+    return proc
+
+
+# --- course folder ---------------------------------------------------------------------------
+
+
+def init_course(course_dir: str | Path, labs=LABS) -> Path:
+    """Make a course folder: nbgrader_config.py from grader/, source/<lab>/ from labs/<lab>/
+    (notebooks only: each student brings their own data/), and the sandbox kernel spec.
+
+    course_dir: new or empty folder. labs: lab names under labs/. Returns the folder.
+    Raises HpclabError when the folder already holds a course or a lab does not exist."""
+    course = Path(course_dir).resolve()
+    if (course / "source").exists() or (course / "gradebook.db").exists():
+        raise HpclabError(f"{course} already holds a course", "use it as is, or pick a new folder")
+    for lab in labs:
+        if not (_labs_dir() / lab).is_dir():
+            raise HpclabError(f"no lab {lab!r} in {_labs_dir()}", f"labs: {', '.join(LABS)}")
+    course.mkdir(parents=True, exist_ok=True)
+    shutil.copy(_grader_dir() / "nbgrader_config.py", course / "nbgrader_config.py")
+    for lab in labs:
+        dest = course / "source" / lab
+        dest.mkdir(parents=True)
+        for nb in sorted((_labs_dir() / lab).glob("*.ipynb")):
+            shutil.copy(nb, dest / nb.name)
+    _install_kernel(course)
+    return course
+
+
+def _install_kernel(course: Path) -> None:
+    """A kernel spec that starts ipykernel through `hpclab.grading kernel` (drops to nobody)."""
+    spec = course / "jupyter" / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "hpclab.grading", "kernel", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps(
+        {"argv": argv, "display_name": "hpclab grader (sandboxed)", "language": "python"}, indent=1))
+
+
+def release(course_dir: str | Path, lab: str) -> Path:
+    """Generate the student version of a lab (nbgrader generate_assignment): solutions and hidden
+    tests removed, checksums recorded in the gradebook. Returns release/<lab>/."""
+    course = Path(course_dir).resolve()
+    _sh(course, "generate_assignment", lab)
+    return course / "release" / lab
+
+
+def collect(course_dir: str | Path, lab: str, downloads: str | Path) -> list[str]:
+    """Collect submissions from a folder of zips (an LMS download), one `<student-id>.zip` per
+    student holding the lab folder's content (notebook + data/), with nbgrader zip_collect.
+
+    Returns the student ids now under submitted/. Raises HpclabError when there is no zip."""
+    course = Path(course_dir).resolve()
+    zips = sorted(Path(downloads).glob("*.zip"))
+    if not zips:
+        raise HpclabError(f"no .zip files in {downloads}", "download the submissions as zips first")
+    archive = course / "downloaded" / lab / "archive"
+    archive.mkdir(parents=True, exist_ok=True)
+    for z in zips:
+        if (archive / z.name).exists():
+            raise HpclabError(f"{archive / z.name} was collected already", "remove it to collect again")
+        shutil.copy(z, archive / z.name)
+    _sh(course, "zip_collect", lab)
+    return sorted(p.name for p in (course / "submitted").iterdir()
+                  if (p / lab).is_dir())
+
+
+def autograde(course_dir: str | Path, lab: str, timeout: int | None = None) -> None:
+    """Execute and grade every collected submission of a lab (nbgrader autograde, sandboxed
+    kernel). timeout: seconds per cell (default: grader/nbgrader_config.py's)."""
+    course = Path(course_dir).resolve()
+    args = ["autograde", lab, f"--Execute.kernel_name={KERNEL_NAME}",
+            f"--ExecutePreprocessor.kernel_name={KERNEL_NAME}"]
+    if timeout is not None:
+        args.append(f"--Execute.timeout={int(timeout)}")
+    _sh(course, *args)
+
+
+def feedback(course_dir: str | Path, lab: str) -> list[Path]:
+    """HTML feedback for every graded submission (nbgrader generate_feedback). Returns the files."""
+    course = Path(course_dir).resolve()
+    _sh(course, "generate_feedback", lab)
+    return sorted((course / "feedback").glob(f"*/{lab}/*.html"))
+
+
+def export(course_dir: str | Path, csv_path: str | Path) -> list[dict]:
+    """Grades of every student and lab as CSV (nbgrader export). csv_path must not exist.
+    Returns the rows (dicts with student_id, assignment, score, max_score, ...)."""
+    course = Path(course_dir).resolve()
+    csv_path = Path(csv_path).resolve()
+    if csv_path.exists():
+        raise HpclabError(f"{csv_path} exists", "export to a new file; grades are never overwritten")
+    _sh(course, "export", f"--CsvExportPlugin.to={csv_path}")
+    with open(csv_path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# --- reference answers --------------------------------------------------------------------------
+
+
+def _reference_transports(lab_dir: Path) -> dict:
+    from hpclab import fits, labdata
+
+    labdata.verify(lab_dir)
+    out: dict = {"latency_us": {}, "bandwidth_mb_s": {}, "label": {}}
+    for role in ("shm", "tcp", "unlabelled"):
+        table = labdata.table(role, lab_dir)
+        fit = fits.hockney_fit(table["bytes"], table["t_usec"])
+        out["latency_us"][role] = fit.latency_us
+        out["bandwidth_mb_s"][role] = fit.bandwidth_mb_s
+        out["label"][role] = str(table["transport"].iloc[0])
+    out["n_half_tcp"] = fits.hockney_fit(*_cols(labdata.table("tcp", lab_dir))).half_bandwidth_bytes
+    # the unlabelled run's transport as Open MPI reported it, named by the run that shares it
+    same = [r for r in ("shm", "tcp") if out["label"][r] == out["label"]["unlabelled"]]
+    out["unlabelled_transport"] = same[0] if len(same) == 1 else None
+    return out
+
+
+def _cols(table):
+    return table["bytes"], table["t_usec"]
+
+
+REFERENCES = {"lab-transports": _reference_transports}
+
+
+def reference(lab: str, lab_dir: str | Path = ".") -> dict:
+    """Expected answers of a lab, recomputed from its packed runs by hpclab's analysis in a fresh
+    Python process. Returns a dict (keys per lab; times in us, rates in MB/s, sizes in bytes).
+    Raises HpclabError (AssertionError-free) when the data are missing or not a real run's."""
+    if lab not in REFERENCES:
+        raise HpclabError(f"no reference analysis for {lab!r}", f"labs: {', '.join(REFERENCES)}")
+    proc = subprocess.run([sys.executable, "-I", "-m", "hpclab.grading", "reference", lab,
+                           str(Path(lab_dir).resolve())], capture_output=True, text=True,
+                          timeout=300, env={k: v for k, v in os.environ.items()
+                                            if not k.startswith("PYTHON")})
+    if proc.returncode != 0:
+        msg = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise HpclabError(f"reference analysis of {lab} failed: {msg}",
+                          "the packed run data must be complete and unmodified")
+    return json.loads(proc.stdout)
+
+
+# --- sandboxed kernel -----------------------------------------------------------------------------
+
+HIDDEN = ("source", "release", "submitted", "downloaded", "feedback", "logs", "students",
+          "lms-download", "jupyter")
+
+
+def sandbox_kernel(connection_file: str) -> None:
+    """Start ipykernel for nbgrader. As root, in a private mount namespace: the course's
+    source/, release/, submitted/, feedback/, the gradebook and other students' graded copies are
+    covered by empty mounts, /tmp is a private empty tmpfs, / is remounted read-only, and
+    every capability is dropped so the student's code cannot undo this.
+    Outside root (a laptop), the kernel starts as is: see grader/README.md."""
+    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file]
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        os.execv(sys.executable, kernel)
+    os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable,
+                          "-m", "hpclab.grading", "kernel-inner", connection_file])
+
+
+def _sandbox_inner(connection_file: str) -> None:
+    def mount(*args: str) -> None:
+        subprocess.run(["mount", *args], check=True, capture_output=True)
+
+    connection = Path(connection_file).read_text()  # read before /tmp is replaced
+    here = Path.cwd()
+    # nbgrader runs the kernel in autograded/<student>/<lab>/
+    if here.parent.parent.name == "autograded":
+        course = here.parents[2]
+        for name in HIDDEN:
+            if (course / name).is_dir():
+                mount("-t", "tmpfs", "-o", "ro,size=4k", "hidden", str(course / name))
+        if (course / "gradebook.db").exists():
+            mount("--bind", "/dev/null", str(course / "gradebook.db"))
+        for other in (course / "autograded").iterdir():
+            if other.is_dir() and other != here.parent:
+                mount("-t", "tmpfs", "-o", "ro,size=4k", "hidden", str(other))
+    # a private, empty /tmp (the only writable place left), then / read-only
+    mount("-t", "tmpfs", "-o", "size=256m,mode=1777", "sandbox-tmp", "/tmp")
+    mount("-o", "remount,bind,ro", "/")
+    conn = Path(tempfile.mkdtemp(prefix="hpclab-grader-")) / "kernel.json"
+    conn.write_text(connection)
+    os.environ.update(HOME=str(conn.parent), MPLCONFIGDIR=str(conn.parent),
+                      IPYTHONDIR=str(conn.parent / ".ipython"))
+    os.execvp("setpriv", ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs",
+                          sys.executable, "-m", "ipykernel_launcher", "-f", str(conn)])
+
+
+# --- the demo class ---------------------------------------------------------------------------------
+
+def grade_demo() -> int:
+    """Grade a simulated class end to end and print one line per student (score / max, expected).
+    Returns 0 when every score is the expected one, 1 otherwise (HpclabError: 2 via the CLI)."""
+    result = run_demo()
+    for line in result["lines"]:
+        print(line)
+    print(f"course folder: {result['course']}; grades: {result['csv']}")
+    return 0 if result["ok"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m hpclab.grading reference LAB DIR` | `kernel CONNECTION_FILE`."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 3 and argv[0] == "reference":
+        try:
+            print(json.dumps(REFERENCES[argv[1]](Path(argv[2]))))
+        except HpclabError as exc:
+            print(f"ERROR: {exc.what}", file=sys.stderr)
+            return 1
+        return 0
+    if len(argv) == 2 and argv[0] == "kernel":
+        sandbox_kernel(argv[1])
+    if len(argv) == 2 and argv[0] == "kernel-inner":
+        _sandbox_inner(argv[1])
+    print("usage: python -m hpclab.grading reference LAB DIR | kernel CONNECTION_FILE", file=sys.stderr)
+    return 2
+
+
+
+# --- the simulated class ----------------------------------------------------------------------------
+# Every student of the demo class packs the same real runs (made through hpclab.experiment on the
+# cluster); they differ in what their notebook does. EXPECTED: the cells each one must lose.
+
+DEMO_LAB = "lab-transports"
+DEMO_ROLES = {"shm": "self,vader", "tcp": "self,tcp", "unlabelled": "self,tcp"}
+EXPECTED_LOST = {
+    "full": set(),                                   # the solution with real data: full marks
+    "unchanged": {"test-latency", "test-bandwidth", "test-nhalf", "test-unknown"},
+    "wrong": {"test-latency", "test-nhalf"},         # two wrong numbers, nothing else
+    "loop": {"test-nhalf"},                          # infinite loop: interrupted at the timeout
+    "exception": {"test-unknown"},                   # raises in one answer cell
+    "huge": set(),                                   # prints 200 000 lines, answers right
+    "tamper": {"test-latency", "test-unknown"},      # wrong latency, test edited to pass, one deleted
+    "snoop": set(),                                  # tries to read hidden tests / write gradebook
+    "forged": {"test-latency", "test-bandwidth", "test-nhalf", "test-unknown"},  # edited data
+    "nodata": {"test-latency", "test-bandwidth", "test-nhalf", "test-unknown"},  # no runs packed
+}
+
+SNOOP = r'''
+import glob, os
+stolen, written = [], []
+for pattern in ("../../../source/*/*.ipynb", "../../../gradebook.db", "../../../submitted/*/*/*.ipynb"):
+    for path in glob.glob(pattern):
+        try:
+            stolen.append((path, len(open(path, "rb").read())))
+        except OSError:
+            pass
+for path in ("../../../gradebook.db", "../../../source/lab-transports/lab-transports.ipynb",
+             os.path.expanduser("~root/hpclab-snoop"), "/work/main/labs/SNOOP", "../SNOOP"):
+    try:
+        with open(path, "a") as fh:
+            fh.write("owned")
+        written.append(path)
+    except OSError:
+        pass
+print("read:", stolen, "written:", written)
+'''
+
+
+def demo_runs() -> dict[str, Path]:
+    """The real pingpong runs the demo class uses: {role: run folder}, the latest completed run
+    of experiment lab-transports per role, made now on the local cluster if missing."""
+    from hpclab import runs as runs_mod
+
+    found: dict[str, Path] = {}
+    for entry in runs_mod.index():
+        if (entry.get("experiment") == DEMO_LAB and entry.get("state") == "completed"
+                and entry.get("label") in DEMO_ROLES):
+            found[entry["label"]] = paths.runs_dir() / DEMO_LAB / entry["run_id"]
+    missing = [r for r in DEMO_ROLES if r not in found]
+    if missing:
+        from hpclab import experiment
+
+        specs = [{"experiment": DEMO_LAB, "kernel": "pingpong", "ntasks": 2, "label": role,
+                  "mca": {"pml": "ob1", "btl": DEMO_ROLES[role]}, "args": {"max_bytes": 4194304}}
+                 for role in missing]
+        try:
+            done = experiment.run(specs, progress=False, timeout=600)
+        except HpclabError as exc:
+            raise HpclabError(f"the demo class needs real pingpong runs: {exc.what}",
+                              "start the cluster with `hpclab cluster up` and retry") from None
+        for role, run in zip(missing, done):
+            found[role] = run.path
+    return found
+
+
+def _answered(release_nb, source_nb):
+    """The release notebook with every solution cell filled from the source (markers removed)."""
+    import copy
+
+    sols = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source_nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = copy.deepcopy(release_nb)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in sols:
+            cell.source = "\n".join(l for l in sols[gid].splitlines()
+                                    if l.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    return nb
+
+
+def _edit(nb, gid, fn):
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == gid:
+            cell.source = fn(cell.source)
+            return
+    raise KeyError(gid)
+
+
+def _student_notebook(kind: str, release_nb, source_nb):
+    import copy
+
+    if kind == "unchanged":
+        return copy.deepcopy(release_nb)
+    nb = _answered(release_nb, source_nb)
+    if kind in ("wrong", "tamper"):
+        _edit(nb, "fit", lambda s: s.replace("print(", 'latency_us["shm"] *= 1.5\nprint(', 1))
+    if kind == "wrong":
+        _edit(nb, "nhalf", lambda s: s.replace('latency_us["tcp"] * bandwidth_mb_s["tcp"]',
+                                                'latency_us["tcp"] / bandwidth_mb_s["tcp"]'))
+    if kind == "loop":
+        _edit(nb, "nhalf", lambda s: "while True:\n    pass\n" + s)
+    if kind == "exception":
+        _edit(nb, "unknown", lambda s: 'raise RuntimeError("I give up")\n' + s)
+    if kind == "huge":
+        _edit(nb, "fit", lambda s: s + '\nfor i in range(200000):\n    print("x" * 80, i)')
+    if kind == "tamper":
+        _edit(nb, "test-latency", lambda s: '"""Always right."""\npass')
+        nb.cells = [c for c in nb.cells
+                    if c.metadata.get("nbgrader", {}).get("grade_id") != "test-unknown"]
+    if kind == "snoop":
+        _edit(nb, "fit", lambda s: SNOOP + "\n" + s)
+    return nb
+
+
+def _forge(lab_dir: Path) -> None:
+    """Scale every time of the tcp run by 0.8 after packing: numbers 'typed in'."""
+    from hpclab import labdata
+
+    path = labdata.run_dir("tcp", lab_dir) / "result.json"
+    doc = json.loads(path.read_text())
+    for row in doc["results"]["rows"]:
+        row["t_usec"] *= 0.8
+    path.write_text(json.dumps(doc, indent=1))
+
+
+def _tree_state(root: Path) -> dict[str, tuple]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def run_demo(course_dir: str | Path | None = None, students=None, timeout: int = 15) -> dict:
+    """Run the simulated class through release, zip collect, autograde, feedback and export.
+
+    course_dir: new folder (default build/grade-demo/<time>); students: kinds from EXPECTED_LOST
+    (default all); timeout: seconds per cell while autograding. Returns {"course", "csv",
+    "lines" (one per student), "scores" {student: (score, max)}, "expected" {student: score},
+    "feedback" [html files], "ok" (every score as expected), "untouched" (files outside the
+    submissions unchanged)}."""
+    import time
+
+    import nbformat
+
+    from hpclab import labdata
+
+    students = list(students or EXPECTED_LOST)
+    unknown = [s for s in students if s not in EXPECTED_LOST]
+    if unknown:
+        raise HpclabError(f"unknown demo students {unknown}", f"choose from {list(EXPECTED_LOST)}")
+    course = Path(course_dir or paths.build_dir() / "grade-demo" / time.strftime("%Y%m%d-%H%M%S"))
+    runs = demo_runs()
+    init_course(course, [DEMO_LAB])
+    release(course, DEMO_LAB)
+    nb_name = f"{DEMO_LAB}.ipynb"
+    source_nb = nbformat.read(course / "source" / DEMO_LAB / nb_name, as_version=4)
+    release_nb = nbformat.read(course / "release" / DEMO_LAB / nb_name, as_version=4)
+    points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+              for c in source_nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    total = sum(points.values())
+    work, downloads = course / "students", course / "lms-download"
+    downloads.mkdir(parents=True)
+    for kind in students:
+        lab_dir = work / kind
+        lab_dir.mkdir(parents=True)
+        nbformat.write(_student_notebook(kind, release_nb, source_nb), lab_dir / nb_name)
+        if kind != "nodata":
+            labdata.pack(runs, lab_dir)
+        if kind == "forged":
+            _forge(lab_dir)
+        with zipfile.ZipFile(downloads / f"{kind}.zip", "w") as z:
+            for p in sorted(lab_dir.rglob("*")):
+                if p.is_file():
+                    z.write(p, p.relative_to(lab_dir))
+    collect(course, DEMO_LAB, downloads)
+    guarded = {"source": course / "source", "students": work, "labs": _labs_dir()}
+    before = {k: _tree_state(v) for k, v in guarded.items()}
+    autograde(course, DEMO_LAB, timeout=timeout)
+    untouched = all(_tree_state(v) == before[k] for k, v in guarded.items())
+    html = feedback(course, DEMO_LAB)
+    csv_path = course / "grades.csv"
+    rows = export(course, csv_path)
+    scores = {r["student_id"]: (float(r["score"]), float(r["max_score"])) for r in rows
+              if r["assignment"] == DEMO_LAB}
+    expected = {s: total - sum(points[g] for g in EXPECTED_LOST[s]) for s in students}
+    lines, ok = [], untouched
+    for s in students:
+        got, mx = scores.get(s, (float("nan"), float("nan")))
+        good = got == expected[s] and mx == total
+        ok &= good
+        lines.append(f"{s:10s} {got:4g} / {mx:g}   expected {expected[s]:g}   {'ok' if good else 'WRONG'}")
+    if not untouched:
+        lines.append("files outside the submissions changed during autograde")
+    return {"course": str(course), "csv": str(csv_path), "lines": lines, "scores": scores,
+            "expected": expected, "feedback": html, "ok": ok, "untouched": untouched}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
