@@ -65,9 +65,25 @@ def env(threads: int, extra: dict | None = None) -> dict:
     return e
 
 
+# Runs that failed once and succeeded on the retry: listed in the report, never hidden.
+RETRIED: list[str] = []
+
+
 def run_kernel(kernel: str, args: list[str], out: Path, np: int | None = None,
                mpirun_opts: list[str] = (), threads: int = 1, omp: dict | None = None) -> dict:
-    """Run one kernel with --json out; return the parsed report. np None: singleton."""
+    """Run one kernel with --json out; return the parsed report. np None: singleton.
+    A failed run is retried once (this VM shows rare transient launch failures); a second
+    failure raises HpclabError."""
+    try:
+        return run_once(kernel, args, out, np, mpirun_opts, threads, omp)
+    except HpclabError as first:
+        retry = out.with_name(out.stem + "-retry" + out.suffix)
+        doc = run_once(kernel, args, retry, np, mpirun_opts, threads, omp)
+        RETRIED.append(f"{' '.join(mpirun_opts)} {kernel} {' '.join(args)}: {first.what}")
+        return doc
+
+
+def run_once(kernel, args, out, np, mpirun_opts, threads, omp) -> dict:
     cmd = [str(paths.bin_dir() / kernel), *args, "--json", str(out)]
     if np is not None:
         xs = [a for k in ["OMP_NUM_THREADS", *(omp or {})] for a in ("-x", k)]
@@ -247,6 +263,9 @@ def write_markdown(path: Path, meta: dict, pp: list, st: list, po: list, refs: l
         frac = f"{r['fraction_of_roofline']:.2f}" if r["fraction_of_roofline"] else "n/a"
         L.append(f"| {r['threads']} | {r['n']} | {r['iterations']} | "
                  f"{s['min']:.3e} / {s['median']:.3e} / {s['max']:.3e} | {roof} | {frac} |")
+    if meta.get("retried"):
+        L += ["", "## Runs retried after a failed first attempt", ""]
+        L += [f"- {r}" for r in meta["retried"]]
     L += ["", "## Reference benchmarks", "",
           "| reference | apt-cache search | ratio |", "|---|---|---|"]
     for r in refs:
@@ -294,7 +313,7 @@ def main(argv=None) -> int:
                 "command": " ".join(["bench/kernels.py", *(argv if argv is not None else sys.argv[1:])]),
                 "runs": runs, "raw": str(raw.relative_to(paths.repo())),
                 "mpi_library": first["mpi_library"], "build_flags": first["build_flags"],
-                "quick": a.quick}
+                "quick": a.quick, "retried": RETRIED}
         doc = {"meta": meta, "pingpong": pp, "stream": st, "poisson": po, "references": refs,
                "bytes_per_lattice_update": BYTES_PER_UPDATE}
         md, js = out_dir / "kernels.md", out_dir / "kernels.json"

@@ -128,8 +128,8 @@ def test_stream_validates_as_a_single_process_without_mpirun(bins, tmp_path):
     for name in ("Copy", "Scale", "Add", "Triad"):
         k = res["kernels"][name]
         assert 0 < k["min_time"] <= k["avg_time"] <= k["max_time"]
-        # One rank: the whole-job rate is that rank's best rate.
-        assert math.isclose(k["best_mb_s"], res["per_rank"][0][name], rel_tol=1e-9)
+        # The whole-job clock runs until the closing barrier, so it never beats the rank's own.
+        assert k["best_mb_s"] <= res["per_rank"][0][name] * (1 + 1e-12)
 
 
 def test_stream_aggregate_is_the_sum_of_per_rank_rates(bins, tmp_path):
@@ -258,18 +258,20 @@ def test_bind_to_core_gives_each_rank_its_own_single_cpu(bins, tmp_path):
         assert all(t["allowed"] == e["allowed"] for t in e["threads"])
 
 
+# Under mpirun (np=2) for the cases where ranks must agree, or could hang if they did not;
+# argument-syntax mistakes every rank sees alike run as singletons (mpirun adds ~1 s per failure).
 BAD_INPUT = [
     ("pingpong", ["--bogus"], 2, "--bogus"),
-    ("pingpong", ["--max-bytes", "abc"], 2, "--max-bytes"),
+    ("pingpong", ["--max-bytes", "abc"], None, "--max-bytes"),
     ("pingpong", [], None, "-np"),
-    ("stream", ["--size", "0"], 2, "--size"),
+    ("stream", ["--size", "0"], None, "--size"),
     ("stream", ["--size", "60000000000"], 2, "--size"),  # ~1.4 TB: more than any course VM
     ("stream", ["--reps", "1"], None, "--reps"),
     ("poisson", ["--grid", "2x2"], 2, "--grid"),
-    ("poisson", ["--grid", "2by1"], 2, "--grid"),
-    ("poisson", ["--exchange", "magic"], 2, "--exchange"),
+    ("poisson", ["--grid", "2by1"], None, "--grid"),
+    ("poisson", ["--exchange", "magic"], None, "--exchange"),
     ("poisson", ["--n", "1", "--grid", "2x1"], 2, "--grid"),
-    ("poisson", ["--tol"], 2, "--tol"),
+    ("poisson", ["--tol"], None, "--tol"),
 ]
 
 
