@@ -138,8 +138,13 @@ _CPU_LIST = re.compile(r"^[0-9a-fA-Fx*,]+$")
 
 
 def check_cpu_bind(value: str) -> str:
-    """srun --cpu-bind: comma list of keywords; map_/mask_ ones take ':<list>'."""
+    """srun --cpu-bind: comma list of keywords; map_/mask_ ones take ':<list>', and that list is
+    itself comma separated (map_cpu:0,2 binds rank 0 to CPU 0 and rank 1 to CPU 2)."""
+    in_list = False
     for item in value.split(","):
+        if in_list and ":" not in item and _CPU_LIST.match(item) and item.lower() not in SRUN_CPU_BIND:
+            continue  # the next entry of a map_/mask_ list
+        in_list = False
         key, sep, arg = item.partition(":")
         key = key.strip().lower()
         if key == "no":
@@ -150,6 +155,7 @@ def check_cpu_bind(value: str) -> str:
             raise ValueError(f"--cpu-bind={key} needs a list, e.g. {key}:0,1")
         if key not in SRUN_CPU_BIND_LIST and sep:
             raise ValueError(f"--cpu-bind={key} takes no ':' argument")
+        in_list = key in SRUN_CPU_BIND_LIST
     return value
 
 

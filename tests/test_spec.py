@@ -243,3 +243,13 @@ def test_missing_binary_and_trace_library():
     with pytest.raises(HpclabError) as exc:
         spec_checks.check(sp, SITE, facts(kernel_help={"stream": None}, trace_lib=False))
     assert exc.value.hint.count("make -C src") == 2
+
+
+def test_cpu_bind_map_list_may_hold_several_cpus():
+    """Is srun's comma-separated map_cpu list (map_cpu:0,0) accepted, and a stray number after a plain keyword refused?"""
+    from hpclab.spec import check_cpu_bind
+
+    assert check_cpu_bind("verbose,map_cpu:0,1") == "verbose,map_cpu:0,1"
+    assert check_cpu_bind("mask_cpu:0x1,0x2") == "mask_cpu:0x1,0x2"
+    with pytest.raises(ValueError):
+        check_cpu_bind("cores,1")
