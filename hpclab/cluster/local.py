@@ -81,8 +81,15 @@ def slurmctld_daemon(lay: Layout) -> Daemon:
 
 
 def slurmd_daemon(lay: Layout, node: Node) -> Daemon:
+    prefix: list[str] = []
+    if node.netns:
+        # A virtual node: its slurmd runs inside the node's namespaces and CPU subset.
+        from hpclab.cluster import vnodes
+
+        prefix = vnodes.launch_prefix(lay, node)
     return Daemon(f"slurmd ({node.name})", "slurmd", ["slurmd", "-f", str(lay.slurm_conf), "-N", node.name],
-                  lay.run / f"slurmd-{node.name}.pid", lay.log / f"slurmd-{node.name}.log", env=slurm_env(lay))
+                  lay.run / f"slurmd-{node.name}.pid", lay.log / f"slurmd-{node.name}.log", env=slurm_env(lay),
+                  prefix=prefix)
 
 
 def daemons(lay: Layout, nodes: list[Node]) -> list[Daemon]:

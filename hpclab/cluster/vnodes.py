@@ -1,0 +1,425 @@
+"""Virtual nodes: a multi-node Slurm cluster on one machine (`hpclab cluster up --nodes N`).
+
+Each virtual node `nodeK` is one slurmd in its own network namespace (`hpclab-nodeK`, a veth into
+the project's bridge `hpclab0`, address 10.213.0.K), its own UTS namespace (hostname nodeK) and
+its own mount namespace (a private /tmp, a hosts file naming every node, and an Open MPI MCA file
+that sends MPI traffic over the bridge), confined to a CPU subset by a cpuset cgroup. slurmctld,
+slurmdbd and MariaDB stay on the host, which holds 10.213.0.254 on the bridge.
+
+Nothing is routed or NATed outward: the bridge carries only traffic between the host and the
+namespaces. Every namespace, link and cgroup is written to a record in the state folder *before*
+it is created, so `down` (and `up` after a crash) removes exactly what the project made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from hpclab.cluster import config, links, local
+from hpclab.cluster.config import Layout, Node, NodeHardware
+from hpclab.errors import HpclabError
+
+BRIDGE = "hpclab0"
+SUBNET = "10.213.0.0/24"  # private, used only on the project's bridge
+PREFIX_LEN = 24
+CONTROLLER_ADDR = "10.213.0.254"  # the host's address on the bridge: slurmctld listens here
+MAX_NODES = 64
+NETNS_DIR = Path("/run/netns")
+CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset")
+OMPI_SYSTEM_MCA = Path("/etc/openmpi/openmpi-mca-params.conf")
+REQUIRED_PROGRAMS = ["ip", "tc", "nsenter", "unshare", "taskset", "mount"]
+
+
+# --- names -----------------------------------------------------------------------------------------
+
+def node_name(k: int) -> str:
+    return f"node{k}"
+
+
+def netns_name(k: int) -> str:
+    return f"hpclab-node{k}"
+
+
+def host_veth(k: int) -> str:
+    return f"hpclab-v{k}"  # the host end, enslaved to the bridge (15 characters at most)
+
+
+NODE_IFACE = "eth0"  # the node's end, inside its namespace: a node sees an ordinary eth0
+
+
+def node_addr(k: int) -> str:
+    return f"10.213.0.{k}"
+
+
+def vnodes_dir(lay: Layout) -> Path:
+    return lay.root / "vnodes"
+
+
+def node_dir(lay: Layout, name: str) -> Path:
+    """Per-node files: tmp/ (the node's /tmp), hosts, openmpi-mca-params.conf."""
+    return vnodes_dir(lay) / name
+
+
+def record_file(lay: Layout) -> Path:
+    return vnodes_dir(lay) / "created.json"
+
+
+def layout_file(lay: Layout) -> Path:
+    return vnodes_dir(lay) / "layout.json"
+
+
+def cgroup_dir(netns: str) -> Path:
+    return CPUSET_ROOT / netns
+
+
+# --- the record of what was created ----------------------------------------------------------
+
+KINDS = ("bridge", "netns", "veth", "cgroup")  # creation order; removal runs in reverse
+
+
+def _load_record(lay: Layout) -> dict[str, list[str]]:
+    try:
+        data = json.loads(record_file(lay).read_text())
+    except (FileNotFoundError, ValueError):
+        return {k: [] for k in KINDS}
+    return {k: list(data.get(k, [])) for k in KINDS}
+
+
+def _remember(lay: Layout, kind: str, name: str) -> None:
+    """Add `name` to the record before it is created, so a crash in between still finds it."""
+    rec = _load_record(lay)
+    if name not in rec[kind]:
+        rec[kind].append(name)
+    record_file(lay).parent.mkdir(parents=True, exist_ok=True)
+    tmp = record_file(lay).with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1))
+    tmp.replace(record_file(lay))
+
+
+def _run(argv: list[str], what: str) -> None:
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise HpclabError(f"{what} failed: {' '.join(argv)}: {r.stderr.strip()}",
+                          "run 'hpclab cluster down' to remove what was created, then try again")
+
+
+def _link_exists(name: str) -> bool:
+    return subprocess.run(["ip", "link", "show", "dev", name], capture_output=True).returncode == 0
+
+
+# --- building the network ----------------------------------------------------------------------
+
+def _make_bridge(lay: Layout) -> None:
+    _remember(lay, "bridge", BRIDGE)
+    if _link_exists(BRIDGE):
+        raise HpclabError(f"a network device named {BRIDGE} exists and is not in the project's record",
+                          f"it is not ours to change: remove or rename it ('ip link del {BRIDGE}') if you know it is a leftover")
+    _run(["ip", "link", "add", BRIDGE, "type", "bridge"], "creating the bridge")
+    _run(["ip", "addr", "add", f"{CONTROLLER_ADDR}/{PREFIX_LEN}", "dev", BRIDGE], "addressing the bridge")
+    _run(["ip", "link", "set", BRIDGE, "up"], "bringing the bridge up")
+
+
+def _make_node_net(lay: Layout, k: int) -> None:
+    ns, veth = netns_name(k), host_veth(k)
+    for kind, name in (("netns", ns), ("veth", veth)):
+        _remember(lay, kind, name)
+    if (NETNS_DIR / ns).exists() or _link_exists(veth):
+        raise HpclabError(f"namespace {ns} or device {veth} exists but the project did not record creating it",
+                          f"remove it by hand ('ip netns del {ns}', 'ip link del {veth}') if it is a leftover")
+    _run(["ip", "netns", "add", ns], f"creating namespace {ns}")
+    _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", NODE_IFACE, "netns", ns], f"creating veth {veth}")
+    _run(["ip", "link", "set", veth, "master", BRIDGE], f"attaching {veth} to {BRIDGE}")
+    _run(["ip", "link", "set", veth, "up"], f"bringing {veth} up")
+    _run(["ip", "-n", ns, "addr", "add", f"{node_addr(k)}/{PREFIX_LEN}", "dev", NODE_IFACE], f"addressing {ns}")
+    _run(["ip", "-n", ns, "link", "set", NODE_IFACE, "up"], f"bringing {ns}'s {NODE_IFACE} up")
+    _run(["ip", "-n", ns, "link", "set", "lo", "up"], f"bringing {ns}'s loopback up")
+    # No default route in the namespace: a node reaches the bridge subnet and nothing else.
+
+
+def _make_cgroup(lay: Layout, ns: str, cpus: list[int]) -> None:
+    cg = cgroup_dir(ns)
+    _remember(lay, "cgroup", str(cg))
+    cg.mkdir(exist_ok=True)
+    (cg / "cpuset.cpus").write_text(",".join(map(str, cpus)))
+    (cg / "cpuset.mems").write_text((CPUSET_ROOT / "cpuset.mems").read_text().strip())
+
+
+def _wait_reachable(k: int, timeout: float = 10.0) -> None:
+    """Until the bridge has learnt the port (a fresh bridge port forwards only after a moment)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        # The node connects to a closed port on the host: "refused" proves the path works both ways.
+        r = subprocess.run(["nsenter", f"--net={NETNS_DIR / netns_name(k)}", "bash", "-c",
+                            f"exec 3<>/dev/tcp/{CONTROLLER_ADDR}/9 2>&1"], capture_output=True, text=True)
+        if "refused" in r.stdout + r.stderr or r.returncode == 0:
+            return
+        time.sleep(0.2)
+    raise HpclabError(f"{node_name(k)} cannot reach the host at {CONTROLLER_ADDR} over {BRIDGE}",
+                      "check 'ip -br link' and 'bridge link'; then 'hpclab cluster down' and 'up' again")
+
+
+# --- files each node sees in its mount namespace -----------------------------------------------
+
+def hosts_file(names: list[tuple[str, str]]) -> str:
+    """/etc/hosts of a node: loopback, the controller's name and every node, all on the bridge."""
+    lines = ["# hpclab virtual nodes: bind-mounted over /etc/hosts inside each node", "127.0.0.1 localhost"]
+    lines += [f"{addr} {name}" for name, addr in names]
+    return "\n".join(lines) + "\n"
+
+
+def mca_params(oversubscribed: bool) -> str:
+    """The node's Open MPI system MCA file: the host's settings plus the virtual-node ones."""
+    base = OMPI_SYSTEM_MCA.read_text() if OMPI_SYSTEM_MCA.exists() else ""
+    extra = [
+        "",
+        "# --- hpclab virtual nodes (bind-mounted over this file inside each node) ---",
+        "# Between nodes only the bridge connects them: TCP over it, for MPI and for Open MPI's runtime.",
+        f"btl_tcp_if_include = {SUBNET}",
+        f"oob_tcp_if_include = {SUBNET}",
+    ]
+    if oversubscribed:
+        extra += [
+            "# More virtual CPUs than cores: a rank that busy-polls holds the core its peer needs,",
+            "# turning microseconds into scheduler time slices. Yield when there is nothing to do.",
+            "mpi_yield_when_idle = 1",
+        ]
+    return base.rstrip("\n") + "\n" + "\n".join(extra) + "\n"
+
+
+def launch_prefix(lay: Layout, node: Node) -> list[str]:
+    """The wrapper that starts a node's slurmd inside its namespaces and CPU subset.
+
+    nsenter joins the node's network namespace (not `ip netns exec`, which remounts /sys and hides
+    the cgroup fs from slurmd); unshare gives it its own hostname and mounts; the script joins the
+    cpuset cgroup, bind-mounts the node's /tmp, hosts and MCA files, and execs the command under
+    taskset, so the pid stays the daemon's.
+    """
+    d = node_dir(lay, node.name)
+    cpus = ",".join(map(str, node.cpuset))
+    script = "\n".join([
+        "set -e",
+        f"echo $$ > {cgroup_dir(node.netns) / 'tasks'}",
+        f"hostname {node.name}",
+        f"mount --bind {d / 'tmp'} /tmp",
+        f"mount --bind {d / 'hosts'} /etc/hosts",
+        f"if [ -e {OMPI_SYSTEM_MCA} ]; then mount --bind {d / 'openmpi-mca-params.conf'} {OMPI_SYSTEM_MCA}; fi",
+        f'exec taskset --cpu-list {cpus} "$@"',
+    ])
+    return ["nsenter", f"--net={NETNS_DIR / node.netns}", "unshare", "--uts", "--mount", "--propagation", "private",
+            "sh", "-c", script, node.name]
+
+
+# --- planning --------------------------------------------------------------------------------
+
+def machine_cpus() -> list[int]:
+    """The CPUs this process may run on (machine numbering)."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def plan(nodes: int, cpus_per_node: int | None) -> list[Node]:
+    """The virtual nodes: names, addresses, CPU subsets (round robin over the machine's CPUs),
+    and a share of the memory. cpus_per_node defaults to an equal share, at least 1."""
+    if not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+        raise HpclabError(f"--nodes must be between 1 and {MAX_NODES}, not {nodes}",
+                          "ask for a few nodes, e.g. --nodes 2 (each is a slurmd on this machine)")
+    cpus = machine_cpus()
+    c = cpus_per_node if cpus_per_node is not None else max(1, len(cpus) // nodes)
+    if not isinstance(c, int) or not 1 <= c <= len(cpus):
+        raise HpclabError(f"--cpus-per-node must be between 1 and {len(cpus)} (this machine's CPUs), not {c}",
+                          "a virtual node cannot have more CPUs than the machine")
+    hw = config.probe_hardware()
+    mem = max(128, hw.memory_mb // nodes)
+    out = []
+    for k in range(1, nodes + 1):
+        subset = sorted({cpus[((k - 1) * c + i) % len(cpus)] for i in range(c)})
+        out.append(Node(name=node_name(k), addr=node_addr(k),
+                        hardware=NodeHardware(cpus=c, sockets=1, cores_per_socket=c, threads_per_core=1, memory_mb=mem),
+                        cpuset=subset, netns=netns_name(k)))
+    return out
+
+
+@dataclass
+class VLayout:
+    """What `up` was asked for: kept so a second `up` can tell the same cluster from another."""
+
+    nodes: int
+    cpus_per_node: int
+    link: str
+    oversubscribed: bool
+    link_summary: str
+
+
+def _load_layout(lay: Layout) -> VLayout | None:
+    try:
+        return VLayout(**json.loads(layout_file(lay).read_text()))
+    except (FileNotFoundError, ValueError, TypeError):
+        return None
+
+
+# --- up / down --------------------------------------------------------------------------------
+
+def _check_tools() -> None:
+    missing = [p for p in REQUIRED_PROGRAMS if not shutil.which(p)]
+    if missing:
+        raise HpclabError(f"programs missing for virtual nodes: {', '.join(missing)}",
+                          "install iproute2 and util-linux (apt-get install iproute2 util-linux)")
+    if not CPUSET_ROOT.is_dir():
+        raise HpclabError(f"no cpuset cgroup at {CPUSET_ROOT}: virtual nodes cannot be confined to CPUs",
+                          "run on a machine with the cgroup v1 cpuset controller mounted there")
+
+
+def up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped",
+       timeout: float = 90.0) -> local.UpReport:
+    """Start a cluster of `nodes` virtual nodes with `cpus_per_node` CPUs each, linked by `link`.
+
+    Idempotent for the same arguments; refuses while a different cluster runs. Returns
+    local.UpReport; its client_config also names the link profile and what of it took effect,
+    and warns when the nodes have more CPUs than the machine has cores.
+    """
+    t0 = time.monotonic()
+    local.check_prerequisites()
+    _check_tools()
+    profile = links.get_profile(link)
+    wanted = plan(nodes, cpus_per_node)
+    c = wanted[0].hardware.cpus
+    lay = config.layout()
+    lay.make_dirs()
+
+    current = config.load_nodes(lay)
+    if current and all(d.running() for d in local.daemons(lay, current)):
+        have = _load_layout(lay)
+        if have and [n.name for n in current] == [n.name for n in wanted] and \
+                (have.cpus_per_node, have.link) == (c, link):
+            rep = local.up(nodes=wanted, timeout=timeout)
+            return local.UpReport(True, time.monotonic() - t0, rep.nodes, rep.client_config + "\n  " + have.link_summary)
+        raise HpclabError(
+            f"the cluster is running with other nodes or links ({', '.join(n.name for n in current)}"
+            + (f", {have.cpus_per_node} CPUs each, link '{have.link}'" if have else "") + ")",
+            "stop it first with 'hpclab cluster down', then start the one you want",
+        )
+
+    # Leftovers of a crashed or half-started cluster: its daemons first, then its network.
+    local.down()
+    _teardown(lay)
+
+    ncores = len(machine_cpus())
+    oversubscribed = nodes * c > ncores
+    names = [(config.short_hostname(), CONTROLLER_ADDR)] + [(n.name, n.addr) for n in wanted]
+    applied: list[links.Applied] = []
+    _make_bridge(lay)
+    for k, n in enumerate(wanted, start=1):
+        d = node_dir(lay, n.name)
+        shutil.rmtree(d, ignore_errors=True)  # a fresh /tmp for every fresh node
+        (d / "tmp").mkdir(parents=True)
+        (d / "tmp").chmod(0o1777)
+        (d / "hosts").write_text(hosts_file(names))
+        (d / "openmpi-mca-params.conf").write_text(mca_params(oversubscribed))
+        _make_node_net(lay, k)
+        _make_cgroup(lay, n.netns, n.cpuset)
+        applied.append(links.apply(host_veth(k), profile))
+        applied.append(links.apply(NODE_IFACE, profile, netns=n.netns))
+    for k in range(1, nodes + 1):
+        _wait_reachable(k)
+    link_summary = links.summary(profile, applied)
+    layout_file(lay).write_text(json.dumps(asdict(VLayout(nodes, c, link, oversubscribed, link_summary)), indent=1))
+
+    rep = local.up(nodes=wanted, timeout=timeout)
+    notes = [rep.client_config, link_summary]
+    placement = "; ".join(f"{n.name} CPUs {','.join(map(str, n.cpuset))}" for n in wanted)
+    notes.append(f"nodes on the bridge {BRIDGE} ({SUBNET}), controller at {CONTROLLER_ADDR}; {placement}")
+    if oversubscribed:
+        notes.append(f"OVERSUBSCRIBED: {nodes} nodes x {c} CPUs = {nodes * c} CPUs on {ncores} cores. Ranks share "
+                     "cores; Open MPI is set to yield when idle (mpi_yield_when_idle=1) inside the nodes, and timings "
+                     "include waiting for a core")
+    return local.UpReport(False, time.monotonic() - t0, rep.nodes, "\n  ".join(notes))
+
+
+def _kill_cgroup(cg: Path, timeout: float = 5.0) -> None:
+    """Empty a node's cgroup: everything in it was started by that node's slurmd."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pids = [int(p) for p in (cg / "tasks").read_text().split()]
+        except FileNotFoundError:
+            return
+        if not pids:
+            break
+        # Job steps that outlived their slurmd (the daemons are already stopped): end them.
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM if time.monotonic() < deadline - timeout / 2 else signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    try:
+        cg.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise HpclabError(f"could not remove the cgroup {cg}: {e}", f"see which processes remain: cat {cg}/tasks")
+
+
+def _teardown(lay: Layout) -> list[str]:
+    """Remove every recorded network object and cgroup that still exists; return what went."""
+    rec = _load_record(lay)
+    removed = []
+    for cg in rec["cgroup"]:
+        if Path(cg).exists():
+            _kill_cgroup(Path(cg))
+            removed.append(f"cgroup {Path(cg).name}")
+    for veth in rec["veth"]:
+        if _link_exists(veth):  # deleting one end deletes the pair and its qdiscs
+            subprocess.run(["ip", "link", "del", veth], capture_output=True)
+            removed.append(f"veth {veth}")
+    for ns in rec["netns"]:
+        if (NETNS_DIR / ns).exists():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            removed.append(f"netns {ns}")
+    for br in rec["bridge"]:
+        if _link_exists(br):
+            subprocess.run(["ip", "link", "del", br], capture_output=True)
+            removed.append(f"bridge {br}")
+    left = [n for n in rec["veth"] + rec["bridge"] if _link_exists(n)] + \
+           [n for n in rec["netns"] if (NETNS_DIR / n).exists()] + [c for c in rec["cgroup"] if Path(c).exists()]
+    if left:
+        raise HpclabError(f"could not remove: {', '.join(left)}", f"remove them by hand; the record is {record_file(lay)}")
+    record_file(lay).unlink(missing_ok=True)
+    layout_file(lay).unlink(missing_ok=True)
+    for name in [n for n in os.listdir(vnodes_dir(lay))] if vnodes_dir(lay).is_dir() else []:
+        if name.startswith("node"):
+            shutil.rmtree(vnodes_dir(lay) / name, ignore_errors=True)
+    return removed
+
+
+def down() -> list[str]:
+    """Stop every daemon (local.down) and remove the namespaces, links, qdiscs and cgroups the
+    project created. Returns the names of what was stopped or removed; also right for the
+    single-node cluster, where there is no network to remove."""
+    stopped = local.down()
+    return stopped + _teardown(config.layout())
+
+
+@dataclass
+class NetworkState:
+    """What of the virtual-node network exists now (for status and tests)."""
+
+    bridge: bool
+    netns: list[str]
+    veths: list[str]
+    cgroups: list[str]
+
+
+def network_state() -> NetworkState:
+    """The project's bridge, namespaces, veths and cgroups that exist now, by their names."""
+    ns = sorted(p.name for p in NETNS_DIR.glob("hpclab-node*")) if NETNS_DIR.is_dir() else []
+    r = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
+    devs = [line.split(":")[1].strip().split("@")[0] for line in r.stdout.splitlines() if ":" in line]
+    cgs = sorted(p.name for p in CPUSET_ROOT.glob("hpclab-node*")) if CPUSET_ROOT.is_dir() else []
+    return NetworkState(BRIDGE in devs, ns, sorted(d for d in devs if d.startswith("hpclab-v")), cgs)

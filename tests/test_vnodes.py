@@ -1,0 +1,239 @@
+"""Virtual nodes: several slurmd 'nodes' on one machine, each in its own namespaces and CPU subset.
+
+The first tests need nothing running (profiles, planning, the files a node sees). The cluster tests
+start real multi-node clusters, run MPI across them and put the single-node cluster back at the end.
+Scratch files live below build/, not /tmp: every virtual node has a private /tmp.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from hpclab import paths
+from hpclab.cluster import links, local, vnodes
+from hpclab.errors import HpclabError
+
+# --- without a cluster ------------------------------------------------------------------------
+
+
+def test_course_profiles_exist_and_rates_are_ordered():
+    """Are unshaped, 10g, 1g and 100m defined, with rates falling in that order?"""
+    p = links.load_profiles()
+    assert {"unshaped", "10g", "1g", "100m"} <= set(p)
+    assert not p["unshaped"].shaped
+    assert p["10g"].rate_bytes_per_s > p["1g"].rate_bytes_per_s > p["100m"].rate_bytes_per_s
+    assert p["1g"].rate_bytes_per_s == 125e6  # 1000 Mbit/s = 125 MB/s, MB = 10^6 bytes
+
+
+def test_token_bucket_holds_at_least_two_frames():
+    """Is every shaped profile's bucket deep enough for tbf (>= 2 frames) and its queue deeper?"""
+    for prof in links.load_profiles().values():
+        if prof.shaped:
+            assert prof.burst_bytes() >= 2 * links.ETHERNET_FRAME
+            assert prof.limit_bytes() > prof.burst_bytes()
+
+
+def test_unknown_profile_names_the_known_ones():
+    """Does --link with a typo end in an error that lists the real profiles?"""
+    with pytest.raises(HpclabError) as e:
+        links.get_profile("1G-typo")
+    assert "1g" in e.value.hint and "unshaped" in e.value.hint
+
+
+def test_malformed_profile_file_is_a_clear_error(tmp_path):
+    """Does a profile without a rate end in an HpclabError naming the profile?"""
+    bad = tmp_path / "links.yaml"
+    bad.write_text("slow:\n  delay_us: 5\n  burst_us: 1\n  about: x\n")
+    with pytest.raises(HpclabError, match="slow"):
+        links.load_profiles(bad)
+
+
+def test_plan_spreads_nodes_round_robin_over_the_cpus():
+    """Do N nodes of C CPUs get C distinct CPUs each, filling the machine's CPUs in turn?"""
+    cpus = vnodes.machine_cpus()
+    nodes = vnodes.plan(4, 1)
+    assert [n.name for n in nodes] == ["node1", "node2", "node3", "node4"]
+    assert [n.cpuset for n in nodes] == [[cpus[k % len(cpus)]] for k in range(4)]
+    assert len({n.addr for n in nodes}) == 4 and all(n.netns for n in nodes)
+    full = vnodes.plan(1, len(cpus))[0]
+    assert full.cpuset == cpus and full.hardware.cpus == len(cpus)
+
+
+@pytest.mark.parametrize("nodes,cpus", [(0, 1), (vnodes.MAX_NODES + 1, 1), (2, 0), (2, 10_000)])
+def test_impossible_node_counts_are_refused(nodes, cpus):
+    """Are zero nodes, too many nodes, or more CPUs per node than the machine has refused?"""
+    with pytest.raises(HpclabError):
+        vnodes.plan(nodes, cpus)
+
+
+def test_mca_file_yields_only_when_oversubscribed():
+    """Does the nodes' Open MPI file keep MPI on the bridge always, and yield only when oversubscribed?"""
+    shared = vnodes.mca_params(oversubscribed=True)
+    alone = vnodes.mca_params(oversubscribed=False)
+    for text in (shared, alone):
+        assert f"btl_tcp_if_include = {vnodes.SUBNET}" in text
+        assert f"oob_tcp_if_include = {vnodes.SUBNET}" in text
+    assert "mpi_yield_when_idle = 1" in shared and "mpi_yield_when_idle" not in alone
+
+
+def test_hosts_file_names_every_node_once():
+    """Does the hosts file a node sees map the controller and every node to its bridge address?"""
+    text = vnodes.hosts_file([("vm", vnodes.CONTROLLER_ADDR), ("node1", "10.213.0.1"), ("node2", "10.213.0.2")])
+    assert re.search(r"^10\.213\.0\.254 vm$", text, re.M)
+    assert re.search(r"^10\.213\.0\.2 node2$", text, re.M)
+    assert "127.0.0.1 localhost" in text
+
+
+# --- with real virtual clusters ------------------------------------------------------------------
+
+PINGPONG = paths.bin_dir() / "pingpong"
+POISSON = paths.bin_dir() / "poisson"
+
+
+@pytest.fixture(scope="module")
+def vcluster(cluster):
+    """Start a virtual cluster on demand: vcluster(nodes, cpus, link) -> env for Slurm commands.
+
+    At the end the network is removed and the single-node cluster others rely on comes back.
+    """
+    def start(nodes: int, cpus: int | None = None, link: str = "unshaped"):
+        vnodes.down()
+        report = vnodes.up(nodes=nodes, cpus_per_node=cpus, link=link)
+        assert report.nodes == [f"node{k}" for k in range(1, nodes + 1)]
+        return report
+
+    yield start
+    vnodes.down()
+    local.up()
+
+
+@pytest.fixture
+def scratch():
+    """A folder every node can see (below build/, since each node has a private /tmp)."""
+    root = paths.build_dir() / "test-vnodes"
+    root.mkdir(parents=True, exist_ok=True)
+    d = Path(tempfile.mkdtemp(dir=root))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _run(argv: list[str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+    r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"{' '.join(argv)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    return r
+
+
+def _pingpong(cwd: Path, name: str, launcher: list[str], max_bytes: int) -> dict:
+    _run(launcher + [str(PINGPONG), "--max-bytes", str(max_bytes), "--json", str(cwd / name)], cwd)
+    return json.loads((cwd / name).read_text())
+
+
+def _row(report: dict, nbytes: int) -> dict:
+    return next(r for r in report["results"]["rows"] if r["bytes"] == nbytes)
+
+
+def _wait_idle(names: list[str], timeout: float = 60) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    states = {}
+    while time.monotonic() < deadline:
+        states = local.node_states()
+        if all(states.get(n, "").startswith("idle") for n in names):
+            return states
+        time.sleep(0.5)
+    return states
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_two_nodes_pingpong_shared_memory_inside_tcp_across(vcluster, scratch):
+    """With two nodes on a 1g link: are both idle, is a node-internal pingpong shared memory, the
+    cross-node one TCP and several times slower at small sizes, and its bandwidth the link's?"""
+    if not PINGPONG.exists():
+        pytest.skip("build/bin/pingpong is not built: run 'make -C src'")
+    report = vcluster(2, 2, "1g")  # 2 CPUs each, so that two ranks fit inside one node
+    assert "OVERSUBSCRIBED" in report.client_config  # 2 nodes x 2 CPUs on a 2-core machine
+    assert "tbf on 4/4 veth ends" in report.client_config
+    assert _wait_idle(["node1", "node2"]) == {"node1": "idle", "node2": "idle"}
+
+    inside = _pingpong(scratch, "inside.json", ["srun", "--mpi=pmix", "-N1", "-n2", "-w", "node1"], 4096)
+    across = _pingpong(scratch, "across.json",
+                       ["srun", "--mpi=pmix", "-N2", "-n2", "--ntasks-per-node=1"], 4 * 1024 * 1024)
+    assert "vader" in inside["results"]["transport"]["btl"]
+    assert "tcp" in across["results"]["transport"]["btl"]
+    t_in, t_across = _row(inside, 0)["t_usec"], _row(across, 0)["t_usec"]
+    assert t_across > 3 * t_in, f"across {t_across} us vs inside {t_in} us"
+    big = max(across["results"]["rows"], key=lambda r: r["bytes"])
+    rate = links.get_profile("1g").rate_bytes_per_s / 1e6
+    assert 0.8 * rate <= big["mbytes_per_sec"] <= 1.2 * rate, f"{big['mbytes_per_sec']} MB/s on a {rate} MB/s link"
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_mpirun_inside_an_allocation_spans_nodes(vcluster, scratch):
+    """Does mpirun in a two-node batch job start one rank per node, with its own hostname each?"""
+    vcluster(2, 1, "unshaped")
+    script = scratch / "job.sh"
+    script.write_text("#!/bin/bash\nmpirun --allow-run-as-root -np 2 --map-by node hostname\n")
+    r = _run(["sbatch", "--parsable", "--wait", "-N2", "--ntasks-per-node=1", f"--chdir={scratch}",
+              "--output=out.txt", str(script)], scratch)
+    assert r.returncode == 0
+    assert sorted((scratch / "out.txt").read_text().split()) == ["node1", "node2"]
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_four_oversubscribed_nodes_run_poisson_confined_to_their_cpus(vcluster, scratch):
+    """On four 1-CPU nodes sharing two cores: does each task see its node's name and CPU, and does a
+    2D Poisson run across all four nodes complete and validate under srun?"""
+    report = vcluster(4, 1, "unshaped")
+    assert "OVERSUBSCRIBED" in report.client_config
+    where = _run(["srun", "-N4", "-n4", "--ntasks-per-node=1", "bash", "-c",
+                  "echo $(hostname) $(grep Cpus_allowed_list /proc/self/status | cut -f2)"], scratch)
+    seen = dict(line.split() for line in where.stdout.splitlines())
+    planned = {n.name: ",".join(map(str, n.cpuset)) for n in vnodes.plan(4, 1)}
+    assert seen == planned
+    if not POISSON.exists():
+        pytest.skip("build/bin/poisson is not built: run 'make -C src'")
+    r = _run(["srun", "--mpi=pmix", "-N4", "-n4", "--ntasks-per-node=1", str(POISSON), "--n", "64", "--grid", "2x2"],
+             scratch, timeout=300)
+    assert "Solution validates" in r.stdout
+
+
+def _our_slurmds() -> list[int]:
+    """Pids of slurmd processes started for virtual nodes (command line names a nodeK)."""
+    pids = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and Path(argv[0].decode(errors="replace")).name == "slurmd" and \
+                any(re.fullmatch(rb"node\d+", a) for a in argv):
+            pids.append(int(p.name))
+    return pids
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_up_down_twice_leaves_nothing_behind(vcluster):
+    """After up and down, twice: is there no namespace, veth, bridge, cgroup or node slurmd left?"""
+    for _ in range(2):
+        vcluster(2, 1, "100m")
+        state = vnodes.network_state()
+        assert state.bridge and len(state.netns) == 2 and len(state.veths) == 2 and len(state.cgroups) == 2
+        assert len(_our_slurmds()) == 2
+        vnodes.down()
+        assert vnodes.network_state() == vnodes.NetworkState(False, [], [], [])
+        assert _our_slurmds() == []
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert "hpclab" not in netns
+        links_now = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        assert "hpclab" not in links_now
