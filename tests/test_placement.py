@@ -1,0 +1,43 @@
+"""Placement cases: valid specs, and summaries that say who shared a CPU and what it cost."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from hpclab import placement
+
+
+def test_every_case_is_a_valid_stream_spec():
+    """Are all binding and pitfall cases accepted by the spec model, with their labels?"""
+    cases = placement.BINDING_CASES + placement.PITFALL_CASES
+    specs = placement.specs(cases, size=1000, repetitions=1)
+    assert [s.label for s in specs] == [c.label for c in cases]
+
+
+def test_summary_and_lost_fraction():
+    """Does the summary take medians per case, flag shared CPUs, and compute the fraction of bandwidth lost?"""
+    rates = pd.DataFrame([
+        {"label": "bad", "run_id": "a", "job_mb_s": 100.0, "cpus_used": {0: [0], 1: [0]}, "shared_cpu": True},
+        {"label": "bad", "run_id": "b", "job_mb_s": 300.0, "cpus_used": {0: [0], 1: [0]}, "shared_cpu": True},
+        {"label": "good", "run_id": "c", "job_mb_s": 400.0, "cpus_used": {0: [0], 1: [1]}, "shared_cpu": False},
+    ])
+    s = placement.summary(rates)
+    assert s.loc["bad", "job_mb_s_median"] == 200.0 and s.loc["bad", "shared_cpu"]
+    assert not s.loc["good", "shared_cpu"]
+    assert placement.lost_fraction(s, "bad", "good") == pytest.approx(0.5)
+
+
+@pytest.mark.cluster
+def test_ranks_sharing_a_core_lose_bandwidth(cluster):
+    """Does the hybrid pitfall (both ranks' threads bound to one core) lose whole-job bandwidth against disjoint cores?"""
+    from hpclab import experiment
+
+    cases = [c for c in placement.PITFALL_CASES if c.label.startswith(("pitfall", "fix 1"))]
+    runs = experiment.run(placement.specs(cases, size=100_000, reps=20, repetitions=3, experiment="test-placement"),
+                          progress=False)
+    rates = placement.job_rates(runs)
+    s = placement.summary(rates)
+    bad, good = cases[0].label, cases[1].label
+    assert s.loc[bad, "shared_cpu"] and not s.loc[good, "shared_cpu"]
+    assert s.loc[bad, "job_mb_s_median"] < s.loc[good, "job_mb_s_median"]
