@@ -397,3 +397,186 @@ def job_in_queue(job_id: str) -> bool:
     """True while Slurm lists job `job_id` as pending or running (squeue, then sacct)."""
     info = slurm.job_states([str(job_id)]).get(str(job_id))
     return info is not None and not info.done
+
+
+# --- what the notebook measures on the engines ----------------------------------------------------
+
+
+def eager_limit(btl: str = "vader") -> int:
+    """Open MPI's eager limit of a BTL on this machine (bytes, header included), read from
+    `ompi_info --param btl <btl> --level 9`. Messages up to about this size are sent without
+    waiting for the receiver; larger ones wait until the receive is posted (rendezvous)."""
+    from hpclab import ompi
+
+    info = ompi.run_ompi_info(["--param", "btl", btl, "--level", "9"])
+    p = info.params
+    row = p[p["param"] == f"btl_{btl}_eager_limit"] if not p.empty else p
+    if row.empty:
+        raise HpclabError(f"ompi_info lists no btl_{btl}_eager_limit parameter",
+                          f"is the {btl} BTL built into this Open MPI? (ompi_info | grep btl)")
+    return int(row["value"].iloc[0])
+
+
+def pingpong_mpi4py(sizes: list[int], reps: int = 1000, api: str = "buffer",
+                    bytes_per_size: int = 64 * 2**20, trials: int = 3) -> list[dict] | None:
+    """Ping-pong between ranks 0 and 1 written in Python with mpi4py; run it on the engines
+    (view.apply_sync(pingpong_mpi4py, sizes)). Same conventions as build/bin/pingpong: an untimed
+    warm-up after a barrier, then `reps` round trips per size; t_usec = half a round trip (us),
+    mbytes_per_sec = bytes / t_usec (MB = 10^6 B).
+
+    sizes: message sizes in bytes; reps: round trips per size, lowered for big messages so each
+    size moves at most bytes_per_size bytes (at least 10 round trips); trials: timed loops per
+    size, t_usec is the median of their averages (a shared machine has outliers); api: "buffer"
+    (Send/Recv on a NumPy array, no copy through Python objects) or "pickle" (send/recv of a
+    bytes object, pickled). Returns rank 0's rows (bytes, repetitions, t_usec, mbytes_per_sec);
+    None on other ranks."""
+    import numpy as np
+    from mpi4py import MPI
+
+    if api not in ("buffer", "pickle"):
+        raise HpclabError(f"api must be 'buffer' or 'pickle', got {api!r}", "pick one of the two")
+    comm = MPI.COMM_WORLD
+    if comm.size < 2:
+        raise HpclabError("pingpong needs at least 2 ranks", "start MPIEngines(ranks=2)")
+    rank = comm.rank
+    rows = []
+    for size in sizes:
+        n = max(10, min(reps, bytes_per_size // max(int(size), 1)))
+        warm = max(2, n // 10)
+        buf = np.full(int(size), rank, dtype=np.uint8)
+        obj = bytes(int(size))
+        times = []
+        for _trial in range(max(1, trials)):
+            comm.Barrier()
+            times.append(_round_trips(comm, api, buf, obj, warm, n) / (2 * n) * 1e6)
+        t_usec = float(np.median(times))
+        rows.append({"bytes": int(size), "repetitions": n, "t_usec": t_usec,
+                     "mbytes_per_sec": size / t_usec if t_usec > 0 else 0.0,
+                     "t_usec_trials": times})
+    comm.Barrier()
+    return rows if rank == 0 else None
+
+
+def _round_trips(comm, api: str, buf, obj, warm: int, n: int) -> float:
+    # warm + n round trips between ranks 0 and 1; returns the seconds of the last n.
+    from mpi4py import MPI
+
+    rank = comm.rank
+    t0 = 0.0
+    for i in range(warm + n):
+        if i == warm:
+            t0 = MPI.Wtime()  # timing starts after the warm-up round trips
+        if rank == 0:
+            if api == "buffer":
+                comm.Send(buf, dest=1, tag=1)
+                comm.Recv(buf, source=1, tag=1)
+            else:
+                comm.send(obj, dest=1, tag=1)
+                obj = comm.recv(source=1, tag=1)
+        elif rank == 1:
+            if api == "buffer":
+                comm.Recv(buf, source=0, tag=1)
+                comm.Send(buf, dest=0, tag=1)
+            else:
+                obj = comm.recv(source=0, tag=1)
+                comm.send(obj, dest=0, tag=1)
+    return MPI.Wtime() - t0
+
+
+def median_by_size(tables: list, label: str):
+    """Several pingpong tables (e.g. the C kernel's repetitions, one run each) as one table with
+    the median t_usec and mbytes_per_sec per message size; transport = label."""
+    import pandas as pd
+
+    if not tables:
+        raise HpclabError("no pingpong tables to combine", "pass [run.table() for run in runs]")
+    both = pd.concat(tables, ignore_index=True)
+    out = both.groupby("bytes", as_index=False).agg(
+        repetitions=("repetitions", "first"), t_usec=("t_usec", "median"),
+        mbytes_per_sec=("mbytes_per_sec", "median"), runs=("t_usec", "size"))
+    out["transport"] = label
+    return out
+
+
+def pingpong_table(rows: list[dict], label: str):
+    """Rows from pingpong_mpi4py as a DataFrame with the columns of the C pingpong's table
+    (bytes, repetitions, t_usec, mbytes_per_sec) and transport = label."""
+    import pandas as pd
+
+    if not rows:
+        raise HpclabError("no pingpong rows", "take the result of rank 0 (engine 0)")
+    table = pd.DataFrame(rows)[["bytes", "repetitions", "t_usec", "mbytes_per_sec"]]
+    table["transport"] = label
+    return table
+
+
+def overhead(c_table, py_tables: dict):
+    """Python's cost per message, measured: for every size both sides measured, the C time,
+    each Python variant's time (us) and the difference (us) and ratio to C.
+
+    c_table: the C pingpong's table (bytes, t_usec); py_tables: {name: pingpong_table(...)}.
+    Returns a DataFrame with one row per size."""
+    import pandas as pd
+
+    out = c_table[["bytes", "t_usec"]].rename(columns={"t_usec": "C_us"})
+    for name, tab in py_tables.items():
+        part = tab[["bytes", "t_usec"]].rename(columns={"t_usec": f"{name}_us"})
+        out = out.merge(part, on="bytes", how="inner")
+        out[f"{name}_extra_us"] = out[f"{name}_us"] - out["C_us"]
+        out[f"{name}_x_C"] = out[f"{name}_us"] / out["C_us"]
+    if out.empty:
+        raise HpclabError("the C and Python pingpongs share no message size",
+                          "run both with the same sizes (powers of two from 1 byte)")
+    return out.sort_values("bytes").reset_index(drop=True)
+
+
+def overhead_figure(table, provenance=None):
+    """Extra one-way time of each Python variant over C against message size (us, log x).
+    table: the result of overhead(). Returns a matplotlib Figure."""
+    from hpclab import plots
+
+    fig = plots.new_figure(width=7, height=3.6)
+    ax = fig.subplots()
+    ax.grid(True, alpha=0.3)
+    names = [c[:-len("_extra_us")] for c in table.columns if c.endswith("_extra_us")]
+    for i, name in enumerate(names):
+        pos = table[table["bytes"] > 0]
+        ax.plot(pos["bytes"], pos[f"{name}_extra_us"], "o-", ms=3.5, lw=1,
+                color=plots.rank_color(i + 1), label=f"{name} - C")
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set(xscale="log", xlabel="message size [bytes]", ylabel="extra one-way time [us]",
+           title="What Python adds to each message (measured: Python time - C time)")
+    ax.legend(fontsize=8)
+    if provenance is not None:
+        plots.footnote(fig, provenance)
+    return fig
+
+
+def halo_figure(blocks: dict, title: str = "Each rank's block, ghost rows outlined"):
+    """Draw each rank's local array (rows x columns, ghost rows first and last) side by side,
+    top rank first, with the ghost rows outlined, so one can see which values a halo exchange
+    copied where. blocks: {rank: 2-D array}. Returns a matplotlib Figure."""
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    from hpclab import plots
+
+    if not blocks:
+        raise HpclabError("no blocks to draw", "pull the arrays with engines.view.pull(...)")
+    ranks = sorted(blocks)
+    arrays = [np.asarray(blocks[r], dtype=float) for r in ranks]
+    lo = min(a.min() for a in arrays)
+    hi = max(a.max() for a in arrays)
+    fig = plots.new_figure(width=2.6 * len(ranks) + 1, height=3.2)
+    axes = np.atleast_1d(fig.subplots(1, len(ranks)))
+    for ax, r, a in zip(axes, ranks, arrays):
+        im = ax.imshow(a, cmap="viridis", vmin=lo, vmax=hi, aspect="auto")
+        for row in (0, a.shape[0] - 1):
+            ax.add_patch(Rectangle((-0.5, row - 0.5), a.shape[1], 1, fill=False, ec="red", lw=1.5))
+        for (i, j), v in np.ndenumerate(a):
+            ax.text(j, i, f"{v:g}", ha="center", va="center", fontsize=6, color="w")
+        ax.set(title=f"rank {r}", xticks=[], yticks=range(a.shape[0]))
+        ax.set_yticklabels(["ghost"] + [str(i) for i in range(1, a.shape[0] - 1)] + ["ghost"], fontsize=7)
+    fig.colorbar(im, ax=list(axes), shrink=0.8)
+    fig.suptitle(title, fontsize=10)
+    return fig
