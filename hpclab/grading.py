@@ -8,7 +8,7 @@ folder. Steps never overwrite earlier results (no --force): a step already done 
 Student code runs in nbgrader's kernel, started through `python -m hpclab.grading kernel`. When
 the grader is root, that kernel gets a private mount namespace where the hidden tests (source/,
 gradebook.db) and other students' work are covered, / is read-only and no capability is left:
-a notebook cannot read the hidden tests nor write anything outside /tmp.
+a notebook cannot read the hidden tests nor write anywhere but its own scratch space.
 Hidden tests take expected values from `reference(lab, lab_dir)`, computed in a fresh Python
 process with the package's analysis (a notebook that patches hpclab in its own process does not
 change them), and only from packed runs that pass `labdata.verify`.
@@ -49,6 +49,9 @@ def _nbgrader() -> str:
 
 def _sh(course: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     """Run one nbgrader command in the course folder; raise HpclabError with its last lines."""
+    if not (course / "nbgrader_config.py").is_file():
+        raise HpclabError(f"{course} is not a course folder (no nbgrader_config.py)",
+                          "make one with `python -m hpclab.grading init COURSE`")
     # nbgrader calls alembic (gradebook migrations) by name: the venv's bin must be on PATH
     env = dict(os.environ, JUPYTER_PATH=str(course / "jupyter"),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -159,6 +162,45 @@ def export(course_dir: str | Path, csv_path: str | Path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+def cell_scores(course_dir: str | Path, lab: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per-cell grades from the gradebook: {student: {grade_id: (score, max points)}}."""
+    from nbgrader.api import Gradebook
+
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    with Gradebook(f"sqlite:///{Path(course_dir).resolve() / 'gradebook.db'}") as gb:
+        for sub in gb.assignment_submissions(lab):
+            cells = out.setdefault(sub.student_id, {})
+            for nb in sub.notebooks:
+                for grade in nb.grades:
+                    cells[grade.name] = (float(grade.score), float(grade.max_score))
+    return out
+
+
+def tampered_cells(course_dir: str | Path, lab: str) -> dict[str, dict[str, str]]:
+    """Test and read-only cells a student changed or deleted, against the released notebook:
+    {student: {grade_id: "edited" | "deleted"}} (students with none are left out).
+
+    nbgrader restores those cells from the source before grading; this names them for the
+    instructor. (nbgrader's own checksum warning fires for every cell with hidden tests, since
+    the released cell differs from the source cell, so it cannot single out a student.)"""
+    import nbformat
+
+    course = Path(course_dir).resolve()
+    out: dict[str, dict[str, str]] = {}
+    for rel in sorted((course / "release" / lab).glob("*.ipynb")):
+        locked = {c.metadata["nbgrader"]["grade_id"]: c.source
+                  for c in nbformat.read(rel, as_version=4).cells
+                  if c.metadata.get("nbgrader", {}).get("locked")}
+        for sub in sorted((course / "submitted").glob(f"*/{lab}/{rel.name}")):
+            seen = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
+                    for c in nbformat.read(sub, as_version=4).cells}
+            flags = {gid: ("deleted" if gid not in seen else "edited")
+                     for gid, src in locked.items() if seen.get(gid) != src}
+            if flags:
+                out.setdefault(sub.parent.parent.name, {}).update(flags)
+    return out
+
+
 # --- reference answers --------------------------------------------------------------------------
 
 
@@ -213,7 +255,8 @@ HIDDEN = ("source", "release", "submitted", "downloaded", "feedback", "logs", "s
 def sandbox_kernel(connection_file: str) -> None:
     """Start ipykernel for nbgrader. As root, in a private mount namespace: the course's
     source/, release/, submitted/, feedback/, the gradebook and other students' graded copies are
-    covered by empty mounts, /tmp is a private empty tmpfs, / is remounted read-only, and
+    covered by empty mounts, a private empty tmpfs is the only writable place (HOME, TMPDIR),
+    every other file system is remounted read-only, and
     every capability is dropped so the student's code cannot undo this.
     Outside root (a laptop), the kernel starts as is: see grader/README.md."""
     kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file]
@@ -227,7 +270,7 @@ def _sandbox_inner(connection_file: str) -> None:
     def mount(*args: str) -> None:
         subprocess.run(["mount", *args], check=True, capture_output=True)
 
-    connection = Path(connection_file).read_text()  # read before /tmp is replaced
+    connection = Path(connection_file).read_text()  # read before file systems change
     here = Path.cwd()
     # nbgrader runs the kernel in autograded/<student>/<lab>/
     if here.parent.parent.name == "autograded":
@@ -240,13 +283,19 @@ def _sandbox_inner(connection_file: str) -> None:
         for other in (course / "autograded").iterdir():
             if other.is_dir() and other != here.parent:
                 mount("-t", "tmpfs", "-o", "ro,size=4k", "hidden", str(other))
-    # a private, empty /tmp (the only writable place left), then / read-only
-    mount("-t", "tmpfs", "-o", "size=256m,mode=1777", "sandbox-tmp", "/tmp")
-    mount("-o", "remount,bind,ro", "/")
-    conn = Path(tempfile.mkdtemp(prefix="hpclab-grader-")) / "kernel.json"
+    # A private scratch tmpfs on /mnt (empty on Debian; nothing left behind when the kernel
+    # ends), then every other file system read-only: the course may itself live under /tmp.
+    scratch = Path("/mnt") if Path("/mnt").is_dir() else Path(tempfile.mkdtemp())
+    mount("-t", "tmpfs", "-o", "size=256m,mode=1777", "sandbox-scratch", str(scratch))
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point == str(scratch) or point.startswith(("/proc", "/sys", "/dev")):
+            continue
+        subprocess.run(["mount", "-o", "remount,bind,ro", point], capture_output=True)
+    conn = scratch / "kernel.json"
     conn.write_text(connection)
-    os.environ.update(HOME=str(conn.parent), MPLCONFIGDIR=str(conn.parent),
-                      IPYTHONDIR=str(conn.parent / ".ipython"))
+    os.environ.update(HOME=str(scratch), TMPDIR=str(scratch), MPLCONFIGDIR=str(scratch),
+                      IPYTHONDIR=str(scratch / ".ipython"))
     os.execvp("setpriv", ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs",
                           sys.executable, "-m", "ipykernel_launcher", "-f", str(conn)])
 
@@ -264,22 +313,72 @@ def grade_demo() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m hpclab.grading reference LAB DIR` | `kernel CONNECTION_FILE`."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 3 and argv[0] == "reference":
-        try:
-            print(json.dumps(REFERENCES[argv[1]](Path(argv[2]))))
-        except HpclabError as exc:
-            print(f"ERROR: {exc.what}", file=sys.stderr)
-            return 1
-        return 0
-    if len(argv) == 2 and argv[0] == "kernel":
-        sandbox_kernel(argv[1])
-    if len(argv) == 2 and argv[0] == "kernel-inner":
-        _sandbox_inner(argv[1])
-    print("usage: python -m hpclab.grading reference LAB DIR | kernel CONNECTION_FILE", file=sys.stderr)
-    return 2
+    """`python -m hpclab.grading STEP ...`: the instructor pipeline, one command per step
+    (init, release, collect, autograde, feedback, export, demo), plus the internal `reference`
+    and `kernel` entry points. Errors print one line and exit 2."""
+    import argparse
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["kernel"] and len(argv) == 2:
+        sandbox_kernel(argv[1])
+    if argv[:1] == ["kernel-inner"] and len(argv) == 2:
+        _sandbox_inner(argv[1])
+    p = argparse.ArgumentParser(prog="python -m hpclab.grading",
+                                description="grade hpclab labs with nbgrader (see grader/README.md)")
+    sub = p.add_subparsers(dest="step", required=True)
+    i = sub.add_parser("init", help="new course folder with the labs as nbgrader sources")
+    i.add_argument("course")
+    i.add_argument("labs", nargs="*", default=list(LABS))
+    for name, helptext in (("release", "generate the student version of a lab"),
+                           ("autograde", "execute and grade every collected submission"),
+                           ("feedback", "HTML feedback per student")):
+        q = sub.add_parser(name, help=helptext)
+        q.add_argument("course")
+        q.add_argument("lab")
+        if name == "autograde":
+            q.add_argument("--timeout", type=int, help="seconds per cell (default: config's)")
+    c = sub.add_parser("collect", help="collect <student-id>.zip files (LMS download)")
+    c.add_argument("course")
+    c.add_argument("lab")
+    c.add_argument("downloads", help="folder of <student-id>.zip")
+    e = sub.add_parser("export", help="all grades as CSV (file must not exist)")
+    e.add_argument("course")
+    e.add_argument("csv")
+    r = sub.add_parser("reference", help="expected answers of a lab from its packed data (JSON)")
+    r.add_argument("lab")
+    r.add_argument("lab_dir")
+    sub.add_parser("demo", help="grade the simulated class, one line per student")
+    a = p.parse_args(argv)
+    try:
+        if a.step == "reference":
+            if a.lab not in REFERENCES:
+                raise HpclabError(f"no reference analysis for {a.lab!r}", f"labs: {', '.join(REFERENCES)}")
+            print(json.dumps(REFERENCES[a.lab](Path(a.lab_dir))))
+        elif a.step == "init":
+            print(init_course(a.course, a.labs))
+        elif a.step == "release":
+            print(release(a.course, a.lab))
+        elif a.step == "collect":
+            print("collected:", " ".join(collect(a.course, a.lab, a.downloads)))
+        elif a.step == "autograde":
+            autograde(a.course, a.lab, a.timeout)
+            for student, cells in sorted(cell_scores(a.course, a.lab).items()):
+                got, mx = sum(v[0] for v in cells.values()), sum(v[1] for v in cells.values())
+                print(f"{student:16s} {got:g} / {mx:g}")
+            for student, flags in sorted(tampered_cells(a.course, a.lab).items()):
+                print(f"{student}: changed locked cells: {flags}")
+        elif a.step == "feedback":
+            for f in feedback(a.course, a.lab):
+                print(f)
+        elif a.step == "export":
+            print(f"{len(export(a.course, a.csv))} rows -> {a.csv}")
+        elif a.step == "demo":
+            return grade_demo()
+    except HpclabError as exc:
+        print(f"ERROR: {exc.what}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else ""),
+              file=sys.stderr)
+        return 2
+    return 0
 
 
 # --- the simulated class ----------------------------------------------------------------------------
@@ -304,34 +403,39 @@ EXPECTED_LOST = {
 SNOOP = r'''
 import glob, os
 stolen, written = [], []
-for pattern in ("../../../source/*/*.ipynb", "../../../gradebook.db", "../../../submitted/*/*/*.ipynb"):
+for pattern in ("../../../source/*/*.ipynb", "../../../gradebook.db", "../../../submitted/*/*/*.ipynb",
+                "../../*/lab-transports/*.ipynb"):
     for path in glob.glob(pattern):
         try:
-            stolen.append((path, len(open(path, "rb").read())))
+            if os.path.abspath(path) != os.path.abspath("lab-transports.ipynb") and open(path, "rb").read():
+                stolen.append(path)
         except OSError:
             pass
 for path in ("../../../gradebook.db", "../../../source/lab-transports/lab-transports.ipynb",
-             os.path.expanduser("~root/hpclab-snoop"), "/work/main/labs/SNOOP", "../SNOOP"):
+             "../../../SNOOP", "/work/main/labs/SNOOP", "../SNOOP", "SNOOP"):
     try:
         with open(path, "a") as fh:
             fh.write("owned")
-        written.append(path)
+        if "owned" in open(path).read():
+            written.append(path)
     except OSError:
         pass
 print("read:", stolen, "written:", written)
 '''
 
 
-def demo_runs() -> dict[str, Path]:
+def demo_runs(root: str | Path | None = None) -> dict[str, Path]:
     """The real pingpong runs the demo class uses: {role: run folder}, the latest completed run
-    of experiment lab-transports per role, made now on the local cluster if missing."""
+    of experiment lab-transports per role under root (default runs/), made now on the local
+    cluster through hpclab.experiment if missing."""
     from hpclab import runs as runs_mod
 
+    root = Path(root or paths.runs_dir())
     found: dict[str, Path] = {}
-    for entry in runs_mod.index():
+    for entry in runs_mod.index(root) if root.exists() else []:
         if (entry.get("experiment") == DEMO_LAB and entry.get("state") == "completed"
                 and entry.get("label") in DEMO_ROLES):
-            found[entry["label"]] = paths.runs_dir() / DEMO_LAB / entry["run_id"]
+            found[entry["label"]] = root / DEMO_LAB / entry["run_id"]
     missing = [r for r in DEMO_ROLES if r not in found]
     if missing:
         from hpclab import experiment
@@ -340,7 +444,7 @@ def demo_runs() -> dict[str, Path]:
                   "mca": {"pml": "ob1", "btl": DEMO_ROLES[role]}, "args": {"max_bytes": 4194304}}
                  for role in missing]
         try:
-            done = experiment.run(specs, progress=False, timeout=600)
+            done = experiment.run(specs, progress=False, timeout=600, root=root)
         except HpclabError as exc:
             raise HpclabError(f"the demo class needs real pingpong runs: {exc.what}",
                               "start the cluster with `hpclab cluster up` and retry") from None
@@ -414,12 +518,15 @@ def _tree_state(root: Path) -> dict[str, tuple]:
             if p.is_file()}
 
 
-def run_demo(course_dir: str | Path | None = None, students=None, timeout: int = 15) -> dict:
+def run_demo(course_dir: str | Path | None = None, students=None, timeout: int = 15,
+             runs_root: str | Path | None = None) -> dict:
     """Run the simulated class through release, zip collect, autograde, feedback and export.
 
     course_dir: new folder (default build/grade-demo/<time>); students: kinds from EXPECTED_LOST
-    (default all); timeout: seconds per cell while autograding. Returns {"course", "csv",
+    (default all); timeout: seconds per cell while autograding; runs_root: where the class's
+    real runs are found or made (default runs/). Returns {"course", "csv",
     "lines" (one per student), "scores" {student: (score, max)}, "expected" {student: score},
+    "cells" (cell_scores), "flags" (tampered_cells),
     "feedback" [html files], "ok" (every score as expected), "untouched" (files outside the
     submissions unchanged)}."""
     import time
@@ -433,7 +540,7 @@ def run_demo(course_dir: str | Path | None = None, students=None, timeout: int =
     if unknown:
         raise HpclabError(f"unknown demo students {unknown}", f"choose from {list(EXPECTED_LOST)}")
     course = Path(course_dir or paths.build_dir() / "grade-demo" / time.strftime("%Y%m%d-%H%M%S"))
-    runs = demo_runs()
+    runs = demo_runs(runs_root)
     init_course(course, [DEMO_LAB])
     release(course, DEMO_LAB)
     nb_name = f"{DEMO_LAB}.ipynb"
@@ -467,16 +574,22 @@ def run_demo(course_dir: str | Path | None = None, students=None, timeout: int =
     scores = {r["student_id"]: (float(r["score"]), float(r["max_score"])) for r in rows
               if r["assignment"] == DEMO_LAB}
     expected = {s: total - sum(points[g] for g in EXPECTED_LOST[s]) for s in students}
+    cells = cell_scores(course, DEMO_LAB)
+    flags = tampered_cells(course, DEMO_LAB)
     lines, ok = [], untouched
     for s in students:
         got, mx = scores.get(s, (float("nan"), float("nan")))
-        good = got == expected[s] and mx == total
+        lost = {g for g, (sc, m) in cells.get(s, {}).items() if sc < m}
+        good = got == expected[s] and mx == total and lost == EXPECTED_LOST[s]
         ok &= good
-        lines.append(f"{s:10s} {got:4g} / {mx:g}   expected {expected[s]:g}   {'ok' if good else 'WRONG'}")
+        flag = ", ".join(f"{g} {how}" for g, how in sorted(flags.get(s, {}).items()))
+        lines.append(f"{s:10s} {got:4g} / {mx:g}   expected {expected[s]:g}   "
+                     f"{'ok' if good else 'WRONG'}   lost: {', '.join(sorted(lost)) or '-'}"
+                     + (f"   flagged: {flag}" if flag else ""))
     if not untouched:
         lines.append("files outside the submissions changed during autograde")
     return {"course": str(course), "csv": str(csv_path), "lines": lines, "scores": scores,
-            "expected": expected, "feedback": html, "ok": ok, "untouched": untouched}
+            "expected": expected, "cells": cells, "flags": flags, "feedback": html, "ok": ok, "untouched": untouched}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+"""Grading: packed run data and their provenance checks, the reference answers, the instructor
+commands, and a simulated class graded for real with nbgrader (release, zip collect, autograde
+in the sandboxed kernel, feedback, export).
+
+The run data are real: pingpong jobs submitted to the local cluster through hpclab.experiment
+(once per session, into a temporary runs folder).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from hpclab import fits, grading, labdata
+from hpclab.errors import HpclabError
+
+
+@pytest.fixture(scope="module")
+def real_runs(cluster, tmp_path_factory):
+    """{role: run folder} of three real pingpong runs (shm, tcp, unlabelled)."""
+    return grading.demo_runs(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture
+def lab(real_runs, tmp_path):
+    """A lab folder with the real runs packed into data/."""
+    labdata.pack(real_runs, tmp_path)
+    return tmp_path
+
+
+@pytest.mark.cluster
+def test_packed_real_runs_pass_the_provenance_check(lab):
+    """Do unmodified runs from the cluster pass every provenance check, under their roles?"""
+    assert set(labdata.verify(lab)) == {"shm", "tcp", "unlabelled"}
+    assert labdata.table("shm", lab)["transport"].iloc[0] == "ob1/vader"
+    assert labdata.table("tcp", lab)["transport"].iloc[0] == "ob1/tcp"
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("damage, expect", [
+    ("typed", "result.json changed after packing"),
+    ("no-sacct", "provenance/sacct.json is missing"),
+    ("other-job", "no Slurm accounting record"),
+])
+def test_altered_run_data_are_refused(lab, damage, expect):
+    """Are numbers typed into result.json, a missing Slurm record, or a record of another job
+    each reported by name, instead of being graded?"""
+    folder = labdata.run_dir("tcp", lab)
+    if damage == "typed":
+        doc = json.loads((folder / "result.json").read_text())
+        doc["results"]["rows"][-1]["t_usec"] /= 2
+        (folder / "result.json").write_text(json.dumps(doc))
+    elif damage == "no-sacct":
+        (folder / "provenance" / "sacct.json").unlink()
+    else:
+        status = json.loads((folder / "status.json").read_text())
+        status["job_id"] = "999999"
+        (folder / "status.json").write_text(json.dumps(status))
+    with pytest.raises(HpclabError, match=expect):
+        labdata.verify(lab)
+
+
+@pytest.mark.cluster
+def test_packing_never_overwrites(lab, real_runs):
+    """Does packing a role a second time fail instead of replacing the first run?"""
+    before = (lab / "data" / labdata.MANIFEST).read_text()
+    with pytest.raises(HpclabError, match="already packed"):
+        labdata.pack({"shm": real_runs["tcp"]}, lab)
+    assert (lab / "data" / labdata.MANIFEST).read_text() == before
+
+
+@pytest.mark.cluster
+def test_reference_is_the_package_fit_of_the_packed_runs(lab):
+    """Are the expected answers exactly hpclab.fits' Hockney fit of the packed runs, and the
+    unlabelled transport the one Open MPI reported?"""
+    ref = grading.reference("lab-transports", lab)
+    for role in ("shm", "tcp"):
+        table = labdata.table(role, lab)
+        fit = fits.hockney_fit(table["bytes"], table["t_usec"])
+        assert ref["latency_us"][role] == pytest.approx(fit.latency_us, rel=1e-12)
+        assert ref["bandwidth_mb_s"][role] == pytest.approx(fit.bandwidth_mb_s, rel=1e-12)
+    label = labdata.table("unlabelled", lab)["transport"].iloc[0]
+    assert ref["label"][ref["unlabelled_transport"]] == label
+
+
+def test_reference_without_data_is_a_clear_error(tmp_path):
+    """Does a lab folder without packed runs give an HpclabError that says so?"""
+    with pytest.raises(HpclabError, match="reference analysis of lab-transports failed"):
+        grading.reference("lab-transports", tmp_path)
+
+
+def test_nothing_is_packed_while_nbgrader_executes(tmp_path, monkeypatch):
+    """With NBGRADER_EXECUTION set, is packing (like submitting) refused?"""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with pytest.raises(HpclabError, match="nbgrader"):
+        labdata.pack({"shm": tmp_path}, tmp_path)
+
+
+def test_steps_on_a_missing_course_end_in_one_line(tmp_path, capsys):
+    """Do the instructor commands answer a wrong folder with one ERROR line and exit code 2?"""
+    for argv in (["release", str(tmp_path / "nope"), "lab-transports"],
+                 ["collect", str(tmp_path), "lab-transports", str(tmp_path)],
+                 ["init", str(tmp_path / "c"), "no-such-lab"]):
+        assert grading.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("ERROR: ")
+
+
+@pytest.mark.cluster
+def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
+    """Graded for real by nbgrader, does every simulated student get exactly the expected score,
+    losing points on exactly the expected cells, with feedback for each, the grades in the CSV,
+    tampered cells named, and nothing outside the submissions changed?"""
+    root = next(iter(real_runs.values())).parent.parent
+    result = grading.run_demo(tmp_path / "course", timeout=10, runs_root=root)
+    print("\n".join(result["lines"]))
+    assert result["untouched"]
+    for student, lost in grading.EXPECTED_LOST.items():
+        cells = result["cells"][student]
+        assert {g for g, (score, mx) in cells.items() if score < mx} == lost, student
+    assert result["ok"]
+    with open(result["csv"], newline="") as fh:
+        rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh)}
+    assert rows == {s: float(v) for s, v in result["expected"].items()}
+    assert len(result["feedback"]) == len(grading.EXPECTED_LOST)
+    assert result["flags"] == {"tamper": {"test-latency": "edited", "test-unknown": "deleted"}}
+    # the hostile notebook could neither read the hidden tests nor write outside /tmp
+    snoop = (tmp_path / "course" / "autograded" / "snoop" / "lab-transports" /
+             "lab-transports.ipynb").read_text()
+    assert "read: [] written: []" in snoop
+    assert not (tmp_path / "course" / "SNOOP").exists()
