@@ -1,0 +1,436 @@
+"""Course helpers for notebook 05 (imbalance): traced Poisson runs, their four-way split, and the
+same analysis simulated at the 2014 talk's 384-rank scale.
+
+The analysis itself lives in hpclab.trace (replay, split, wait states, matrices, mappings);
+this module only strings it together for the notebook:
+
+- `configurations(slots)`: which process grids and exchange styles fit on this cluster;
+- `poisson_specs(...)`, `analyse(runs)`: traced runs -> one row per run with the split (seconds);
+- `summary(table)`: min / median / max of each component over repetitions;
+- `pingpong_model(...)`: an intra/inter-node Hockney model fitted to a pingpong run of this
+  machine (intra) and, for the inter-node link, to the quoted 2019 InfiniBand pingpong;
+- `seed_scale(...)`: the 384-rank, 16-node Poisson case generated from rates measured here,
+  replayed under that model, split the same way (a simulation, labelled as such);
+- `side_by_side_figure(...)`: our diagram next to the quoted 2014 one.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hpclab.errors import HpclabError
+
+EXPERIMENT = "05-imbalance"
+# What one bar of the imbalance diagram holds, in stacking order (attributes of trace.split.Split).
+PARTS = (("T_comp", "compute"), ("T_transfer", "transfer"), ("T_load", "load imbalance"),
+         ("T_depend", "dependency"))
+COLORS = {"compute": "#4c72b0", "transfer": "#dd8452", "load imbalance": "#c44e52",
+          "dependency": "#8172b3", "interconnect": "#dd8452"}
+# Halo messages of the solver are at most a few 10 kB: fit the pingpong over that range only, so
+# the latency is not swamped by megabyte messages that the solver never sends.
+FIT_MAX_BYTES = 65536
+
+
+@dataclass(frozen=True)
+class Config:
+    """One traced Poisson configuration: process grid 'PxQ' and halo exchange style."""
+
+    grid: str
+    exchange: str
+
+    @property
+    def ntasks(self) -> int:
+        p, q = (int(x) for x in self.grid.split("x"))
+        return p * q
+
+    @property
+    def label(self) -> str:
+        p, q = (int(x) for x in self.grid.split("x"))
+        dim = "2D" if p > 1 and q > 1 else "1D"
+        return f"{dim} {self.grid} {self.exchange}"
+
+
+def cluster_slots(site=None) -> int:
+    """CPUs Slurm can give one job on the site's default partition (nodes x cores per node)."""
+    from hpclab import site as site_mod
+    st = site or site_mod.load_site()
+    part = st.partition()
+    if not part.nodes or not part.cores_per_node:
+        raise HpclabError(f"site {st.name!r} does not say how many nodes and cores partition {part.name!r} has",
+                          "add nodes and cores_per_node to the site profile, or set discover_cores: true")
+    return part.nodes * part.cores_per_node
+
+
+def physical_cores() -> int:
+    """Cores this process may run on (the machine the local cluster shares)."""
+    return len(os.sched_getaffinity(0))
+
+
+def configurations(slots: int) -> list[Config]:
+    """The grids to trace for a job of at most `slots` ranks: with 4 or more, 2D 2x2 against the
+    1D grids 4x1 and 1x4 (blocking) plus 2x2 non-blocking; with 2 or 3, the two 1D grids 1x2
+    and 2x1 (blocking) plus 1x2 non-blocking. Raises HpclabError below 2."""
+    if slots >= 4:
+        return [Config("2x2", "blocking"), Config("4x1", "blocking"), Config("1x4", "blocking"),
+                Config("2x2", "nonblocking")]
+    if slots >= 2:
+        return [Config("1x2", "blocking"), Config("2x1", "blocking"), Config("1x2", "nonblocking")]
+    raise HpclabError(f"the cluster offers {slots} CPU(s) per job; tracing a halo exchange needs 2",
+                      "start the cluster on a machine with at least 2 cores")
+
+
+def poisson_specs(configs: list[Config], *, n: int, iters: int, repetitions: int,
+                  experiment: str = EXPERIMENT) -> list:
+    """Traced Poisson specs, one per configuration (each repeated `repetitions` times as jobs).
+    n: grid points per side; iters: solver iterations. Labels are the configurations' labels."""
+    from hpclab import spec
+    return [spec.make_spec(kernel="poisson", ntasks=c.ntasks, label=c.label, trace=True,
+                           args={"n": n, "grid": c.grid, "exchange": c.exchange, "iters": iters},
+                           repetitions=repetitions, experiment=experiment)
+            for c in configs]
+
+
+@dataclass
+class Analysed:
+    """One traced run: its label, repetition, the measured trace, its ideal replay and split."""
+
+    label: str
+    repetition: int
+    path: object
+    trace: object
+    ideal: object
+    split: object
+    result: dict = field(repr=False, default_factory=dict)
+
+
+def ideal_model(eager: int | None = None):
+    """The ideal network (zero latency, infinite bandwidth) that keeps MPI's protocol: messages
+    above `eager` bytes still wait for their receive to be posted (rendezvous), as on any real
+    network. With eager=None every message is eager (hpclab.trace.model.IDEAL)."""
+    from hpclab.trace.model import IDEAL, NetworkModel
+    if eager is None:
+        return IDEAL
+    return NetworkModel(f"ideal (eager limit {eager} B)", IDEAL.intra, IDEAL.inter, int(eager))
+
+
+def analyse(runs, eager: int | None = None) -> list[Analysed]:
+    """Load each run's trace (hpclab.trace.load.load_run), replay it on the ideal network (with
+    the eager limit `eager` in bytes, see ideal_model) and split it (hpclab.trace.split).
+    runs: experiment.Run objects of traced Poisson specs."""
+    from hpclab.trace.load import load_run
+    from hpclab.trace.replay import replay
+    from hpclab.trace.split import split
+    ideal_net = ideal_model(eager)
+    out = []
+    for r in runs:
+        tr = load_run(r.path)
+        ideal = replay(tr, ideal_net)
+        rep = int(r.folder.status().get("repetition", 1))
+        out.append(Analysed(r.spec.label or r.spec.args.grid, rep, r.path, tr, ideal, split(tr, ideal),
+                            r.result()))
+    return out
+
+
+def split_table(analysed: list[Analysed], iterations: int | None = None) -> pd.DataFrame:
+    """One row per run: label, repetition, T_real, T_comp, T_transfer, T_load, T_depend, T_wait
+    (seconds, or ms per iteration if `iterations` is given) and the POP efficiencies."""
+    rows = []
+    scale = 1e-9 if iterations is None else 1e-6 / iterations
+    for a in analysed:
+        s = a.split
+        row = {"label": a.label, "repetition": a.repetition, "ranks": s.nranks}
+        for k in ("T_real", "T_ideal", "T_comp", "T_transfer", "T_load", "T_depend", "T_wait"):
+            row[k] = getattr(s, k) * scale
+        for k in ("load_balance", "serialisation", "transfer", "parallel"):
+            row[k] = getattr(s, k)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary(table: pd.DataFrame, columns=("T_real", "T_comp", "T_transfer", "T_load", "T_depend",
+                                          "parallel")) -> pd.DataFrame:
+    """min / median / max over repetitions of each column, one row per label (order kept)."""
+    order = list(dict.fromkeys(table["label"]))
+    g = table.groupby("label", sort=False)[list(columns)].agg(["min", "median", "max"])
+    return g.loc[order]
+
+
+def median_runs(analysed: list[Analysed]) -> dict[str, Analysed]:
+    """Per label, the repetition whose T_real is the median (the lower middle one for an even
+    count): the run the notebook draws diagrams and timelines from."""
+    by: dict[str, list[Analysed]] = {}
+    for a in analysed:
+        by.setdefault(a.label, []).append(a)
+    out = {}
+    for label, items in by.items():
+        items = sorted(items, key=lambda a: a.split.T_real)
+        out[label] = items[(len(items) - 1) // 2]
+    return out
+
+
+def iteration_window(trace, k: int) -> tuple[int, int]:
+    """(t0, t1) ns around solver iteration k (0-based) on all ranks: from the earliest start of
+    the k-th 'red' sweep to the latest end of the residuum that closes it (the solver computes
+    one residuum before its first iteration, so that is the (k+1)-th)."""
+    from hpclab.trace.profile import regions
+    inst = regions(trace).instances
+    if inst.empty or not {"red", "residuum"} <= set(inst["name"]):
+        raise HpclabError("this trace has no 'red'/'residuum' regions",
+                          "iteration windows need a traced run of the poisson kernel (tracer hooks active)")
+    red = inst[inst["name"] == "red"].copy()
+    res = inst[inst["name"] == "residuum"].copy()
+    red["k"] = red.groupby("rank").cumcount()
+    res["k"] = res.groupby("rank").cumcount() - 1
+    a, b = red[red["k"] == k], res[res["k"] == k]
+    if a.empty or b.empty:
+        raise HpclabError(f"iteration {k} is not in this trace ({int(red['k'].max()) + 1} iterations)",
+                          "iterations count from 0")
+    return int(a["t0"].min()), int(b["t1"].max())
+
+
+# --- the network model ---------------------------------------------------------------------------
+
+
+def eager_limit() -> int:
+    """Open MPI's shared-memory eager limit on this machine (btl_vader_eager_limit, bytes), read
+    from ompi_info; the largest message a blocking send hands off without waiting."""
+    from hpclab import ompi
+    from hpclab import site as site_mod
+    params = ompi.parse_ompi_info(site_mod.ompi_info_text()).params
+    hit = params[params["param"] == "btl_vader_eager_limit"] if not params.empty else params
+    if hit.empty:
+        raise HpclabError("ompi_info does not list btl_vader_eager_limit",
+                          "check that Open MPI's vader BTL is installed (ompi_info | grep vader)")
+    return int(hit["value"].iloc[0])
+
+
+def quoted_inter_rows(network: str = "40G InfiniBand (Mellanox)", component: str = "pml/ucx") -> list[dict]:
+    """Pingpong rows {bytes, t_usec} of one quoted 2019 network (hpclab.seedfacts.pingpong_2019):
+    the inter-node link of the simulation, since one VM has no network to measure."""
+    from hpclab import seedfacts
+    q = seedfacts.pingpong_2019()
+    q = q[(q["network"] == network) & (q["component"] == component)]
+    if q.empty:
+        raise HpclabError(f"no quoted pingpong for {network!r} / {component!r}",
+                          "see hpclab.seedfacts.pingpong_2019() for the networks available")
+    return q[["bytes", "t_usec"]].to_dict("records")
+
+
+def pingpong_model(rows: list[dict], *, inter_rows: list[dict] | None = None,
+                   eager: int | None = None, max_bytes: int = FIT_MAX_BYTES, name: str = "fitted"):
+    """A NetworkModel (hpclab.trace.model) whose intra-node link is fitted to pingpong rows
+    ({'bytes', 't_usec'}) up to max_bytes, and whose inter-node link is fitted to inter_rows
+    (default: the same as intra). eager: eager limit in bytes (default: no rendezvous)."""
+    from hpclab.trace.model import NO_LIMIT, model_from_pingpong
+    use = [r for r in rows if r["bytes"] <= max_bytes]
+    return model_from_pingpong(use, inter_rows=inter_rows, eager_limit=NO_LIMIT if eager is None else eager,
+                               name=name)
+
+
+def model_table(model) -> pd.DataFrame:
+    """The model's links in people's units: latency (us), bandwidth (MB/s), eager limit (bytes)."""
+    from hpclab.trace.model import NO_LIMIT
+    rows = []
+    for which, link in (("intra-node", model.intra), ("inter-node", model.inter)):
+        rows.append({"link": which, "latency_us": link.latency_ns / 1e3,
+                     "bandwidth_MB_s": link.bandwidth_bpns * 1e3,
+                     "eager_limit_bytes": None if model.eager_limit >= NO_LIMIT else model.eager_limit})
+    return pd.DataFrame(rows).set_index("link")
+
+
+# --- the seed's scale, simulated -------------------------------------------------------------------
+
+
+def measured_rates(analysed: list[Analysed]) -> dict[str, float]:
+    """ns per grid point per iteration for each compute phase (red, black, copy, residuum):
+    the median over the given runs of hpclab.trace.poisson.rates_from_poisson."""
+    from hpclab.trace.poisson import PHASES, rates_from_poisson
+    if not analysed:
+        raise HpclabError("no runs to take compute rates from", "run the traced Poisson experiment first")
+    each = [rates_from_poisson(a.result["results"]) for a in analysed]
+    return {ph: statistics.median(e[ph] for e in each) for ph in PHASES}
+
+
+@dataclass
+class Simulated:
+    """One simulated configuration: label, the trace replayed on the model, its ideal replay,
+    the split, the rank -> node list and the iterations simulated."""
+
+    label: str
+    trace: object
+    ideal: object
+    split: object
+    nodes: list
+    iterations: int
+
+
+# The configurations of the talk's 384-rank study (seed 001), plus the two changes it proposes.
+SEED_CASES = (
+    ("2D 24x16", 24, 16, "blocking", "linear"),
+    ("1D 384x1", 384, 1, "blocking", "linear"),
+    ("1D 1x384", 1, 384, "blocking", "linear"),
+    ("2D 24x16 non-blocking", 24, 16, "nonblocking", "linear"),
+    ("2D 24x16 blocked mapping", 24, 16, "blocking", "blocked"),
+)
+
+
+def seed_scale(rates: dict, model, *, iterations: int, cases=SEED_CASES, n: int | None = None,
+               cores: int | None = None, exchanges_per_iteration: int = 2) -> dict[str, Simulated]:
+    """Generate and split the talk's cases (label, P, Q, exchange, mapping) with compute rates
+    measured here: each trace is built on `model` (the 'real' run), replayed on the ideal network,
+    and split. n and cores default to the talk's (3600 points per side, 24 cores per node);
+    mapping 'linear' fills nodes in rank order, 'blocked' puts a tile of the grid on each node.
+    Two exchanges per iteration, as this course's solver does (the talk's code did three)."""
+    from hpclab.trace.mapping import blocked_mapping, linear_mapping
+    from hpclab.trace.poisson import SEED_SCALE, poisson_trace
+    from hpclab.trace.replay import replay
+    from hpclab.trace.split import split
+    n = n or SEED_SCALE["n"]
+    k = cores or SEED_SCALE["cores"]
+    out = {}
+    for label, px, py, exch, how in cases:
+        if how not in ("linear", "blocked"):
+            raise HpclabError(f"mapping {how!r} for {label!r}: use 'linear' or 'blocked'")
+        nodes = linear_mapping(px, py, k) if how == "linear" else blocked_mapping(px, py, k)
+        tr = poisson_trace(px, py, n=n, iterations=iterations, ns_per_point=rates, nodes=nodes,
+                           exchange=exch, exchanges_per_iteration=exchanges_per_iteration, model=model)
+        ideal = replay(tr, ideal_model(model.eager_limit))
+        out[label] = Simulated(label, tr, ideal, split(tr, ideal), nodes, iterations)
+    return out
+
+
+def simulated_table(sims: dict[str, Simulated]) -> pd.DataFrame:
+    """One row per simulated case: ms per iteration of each component, inter-node messages per
+    iteration (counted in the trace) and the parallel efficiency."""
+    from hpclab.trace.mapping import internode_from_trace
+    rows = []
+    for label, s in sims.items():
+        sp = s.split
+        per = 1e-6 / s.iterations
+        rows.append({"case": label, "T_real": sp.T_real * per, "T_comp": sp.T_comp * per,
+                     "T_transfer": sp.T_transfer * per, "T_load": sp.T_load * per,
+                     "T_depend": sp.T_depend * per,
+                     "internode_msgs": internode_from_trace(s.trace, s.iterations),
+                     "parallel": sp.parallel})
+    return pd.DataFrame(rows).set_index("case")
+
+
+def shares(parts: pd.DataFrame) -> pd.DataFrame:
+    """Each row's components as a share of the row's total (fractions summing to 1)."""
+    return parts.div(parts.sum(axis=1), axis=0)
+
+
+def quoted_parts() -> pd.DataFrame:
+    """The talk's refined imbalance diagram (hpclab.seedfacts.imbalance_2014) with our column
+    names: compute, transfer (the talk's 'interconnect'), load imbalance, dependency."""
+    from hpclab import seedfacts
+    q = seedfacts.imbalance_2014().rename(columns={"interconnect": "transfer"})
+    return q[[name for _, name in PARTS]].astype(float)
+
+
+def parts_of(splits: dict, scale: float = 1e-9) -> pd.DataFrame:
+    """label -> Split as a table of the four parts (compute, transfer, load imbalance,
+    dependency), times multiplied by `scale` (default: ns -> s)."""
+    return pd.DataFrame({label: {name: getattr(s, key) * scale for key, name in PARTS}
+                         for label, s in splits.items()}).T
+
+
+def _stack(ax, parts: pd.DataFrame):
+    labels = [str(x) for x in parts.index]
+    pos = np.zeros(len(labels))
+    neg = np.zeros(len(labels))
+    for _, name in PARTS:
+        v = parts[name].to_numpy(float)
+        base = np.where(v >= 0, pos, neg)
+        ax.bar(labels, v, bottom=base, color=COLORS[name], label=name, width=0.6)
+        pos += np.where(v >= 0, v, 0)
+        neg += np.where(v < 0, v, 0)
+    ax.tick_params(axis="x", labelrotation=20)
+    for t in ax.get_xticklabels():
+        t.set_horizontalalignment("right")
+
+
+def side_by_side_figure(ours: pd.DataFrame, ours_title: str, ours_unit: str, quoted: pd.DataFrame | None = None):
+    """Imbalance diagrams as stacked bars: `ours` (rows = runs, columns = the four parts, in
+    `ours_unit`) on the left, the talk's quoted diagram (default: quoted_parts(), accumulated
+    seconds) on the right, labelled as quoted. Returns a matplotlib Figure."""
+    from matplotlib.figure import Figure
+    quoted = quoted_parts() if quoted is None else quoted
+    fig = Figure(figsize=(11, 4.6), layout="constrained")
+    a, b = fig.subplots(1, 2, width_ratios=[max(len(ours), 2), max(len(quoted), 2)])
+    _stack(a, ours)
+    a.set_title(ours_title, loc="left", fontsize="medium")
+    a.set_ylabel(ours_unit)
+    _stack(b, quoted)
+    b.set_title("Quoted: ITAC 2014, 384 ranks on 16 nodes\n(seed 001; seconds accumulated over ranks)",
+                loc="left", fontsize="medium")
+    b.set_ylabel("s (accumulated, as quoted)")
+    handles, names = a.get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside right upper", fontsize="small")
+    return fig
+
+
+def oversubscription(ntasks: int, cores: int | None = None) -> str:
+    """One sentence: does a job of ntasks ranks oversubscribe this machine's cores?"""
+    cores = cores or physical_cores()
+    if ntasks > cores:
+        return (f"{ntasks} ranks share {cores} core(s): the run is oversubscribed "
+                f"({ntasks / cores:.1f} ranks per core).")
+    return f"{ntasks} ranks on {cores} core(s): one core or more per rank, no oversubscription."
+
+
+def nic_busy(trace, model, iterations: int) -> pd.DataFrame:
+    """Per node: inter-node messages and bytes it sends per iteration, and how long one network
+    port at the model's inter-node latency and bandwidth needs to push them (us per iteration:
+    messages x L + bytes / BW). The replay charges each message on its own, as if every message
+    had a link to itself; this bound shows what sharing one port per node costs."""
+    from hpclab.trace.matrix import aggregate, message_matrix
+    if iterations < 1:
+        raise HpclabError(f"iterations = {iterations} must be at least 1")
+    mm = aggregate(message_matrix(trace), trace.hosts)
+    cnt, vol = mm.count.copy(), mm.volume.copy()
+    np.fill_diagonal(cnt, 0)
+    np.fill_diagonal(vol, 0)
+    msgs = cnt.sum(axis=1) / iterations
+    nbytes = vol.sum(axis=1) / iterations
+    busy = (msgs * model.inter.latency_ns + nbytes / model.inter.bandwidth_bpns) / 1e3
+    return pd.DataFrame({"internode_msgs": msgs, "internode_bytes": nbytes, "port_busy_us": busy},
+                        index=pd.Index(mm.labels, name="node"))
+
+
+def mapping_replays(trace, model, cores: int, grid: str) -> pd.DataFrame:
+    """A measured trace treated as if its ranks sat on nodes of `cores` ranks each: replay it
+    on `model` with all ranks on one node, with Slurm's block (linear) mapping and, when it
+    differs, the cyclic one (rank r on node r mod nodes). grid: the run's 'PxQ'. One row per
+    mapping: nodes, inter-node messages per traced run (from the node-aggregated matrix) and
+    the replayed run time (ms)."""
+    import dataclasses
+    from hpclab.trace.mapping import hosts_of, linear_mapping
+    from hpclab.trace.matrix import aggregate, message_matrix
+    from hpclab.trace.replay import replay
+    from hpclab.trace.split import run_time
+    p, q = (int(x) for x in grid.split("x"))
+    if p * q != trace.nranks:
+        raise HpclabError(f"grid {grid} has {p * q} ranks but the trace has {trace.nranks}")
+    if cores < 1 or trace.nranks % cores:
+        raise HpclabError(f"{trace.nranks} ranks do not fill nodes of {cores} cores",
+                          "choose a core count that divides the number of ranks")
+    count = trace.nranks // cores
+    maps = {"one node": [0] * trace.nranks, "block (linear)": linear_mapping(p, q, cores)}
+    cyclic = [r % count for r in range(trace.nranks)]
+    if cyclic != maps["block (linear)"]:
+        maps["cyclic"] = cyclic
+    mm = message_matrix(trace)
+    rows = []
+    for name, nodes in maps.items():
+        hosts = hosts_of(nodes)
+        t = dataclasses.replace(trace, hosts=hosts)
+        rows.append({"mapping": name, "nodes": max(nodes) + 1,
+                     "internode_msgs": aggregate(mm, hosts).off_diagonal("count"),
+                     "replayed_ms": run_time(replay(t, model)) / 1e6})
+    return pd.DataFrame(rows).set_index("mapping")
