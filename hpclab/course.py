@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import shutil
 import time
 import traceback
@@ -89,7 +90,7 @@ def _count_jobs() -> int:
 
 def _error_summary(exc: BaseException) -> str:
     # nbclient's CellExecutionError carries the cell's own traceback as text: keep its last lines.
-    text = str(exc).strip()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()  # tracebacks arrive coloured
     lines = [line for line in text.splitlines() if line.strip()]
     return "\n".join(lines[-12:]) if lines else repr(exc)
 

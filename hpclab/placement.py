@@ -97,3 +97,21 @@ def summary(rates: pd.DataFrame) -> pd.DataFrame:
 def lost_fraction(summary_table: pd.DataFrame, bad: str, good: str) -> float:
     """Fraction of the good case's median bandwidth that the bad case loses (0.25 = 25 % lost)."""
     return 1.0 - summary_table.loc[bad, "job_mb_s_median"] / summary_table.loc[good, "job_mb_s_median"]
+
+
+def numa_cases(topo) -> list[Case]:
+    """Local against remote memory on a node with several NUMA domains: one rank bound to the
+    cores of NUMA node 0, its memory bound to node 0 (local) or to the next node (remote).
+    Returns no cases on a single-NUMA node, where there is nothing to compare."""
+    nodes = sorted(int(n) for n in topo.numa_nodes["numa"]) if len(topo.numa_nodes) else []
+    if len(nodes) < 2:
+        return []
+    local, remote = nodes[0], nodes[1]
+    return [
+        Case(f"memory on NUMA {local} (local)", {"binding": {"cpu_bind": "none"}, "omp": _ONE_THREAD,
+                                                 "numactl": {"cpunodebind": str(local), "membind": str(local)}},
+             "threads and memory on the same NUMA node", ntasks=1),
+        Case(f"memory on NUMA {remote} (remote)", {"binding": {"cpu_bind": "none"}, "omp": _ONE_THREAD,
+                                                   "numactl": {"cpunodebind": str(local), "membind": str(remote)}},
+             "threads on one NUMA node, memory on another", ntasks=1),
+    ]

@@ -41,3 +41,14 @@ def test_ranks_sharing_a_core_lose_bandwidth(cluster):
     bad, good = cases[0].label, cases[1].label
     assert s.loc[bad, "shared_cpu"] and not s.loc[good, "shared_cpu"]
     assert s.loc[bad, "job_mb_s_median"] < s.loc[good, "job_mb_s_median"]
+
+
+def test_numa_cases_need_two_numa_nodes():
+    """Are local/remote memory cases produced for a two-NUMA node and none for a single-NUMA one?"""
+    from hpclab import topology
+
+    two = topology.synthetic("pack:2 numa:1 core:2 pu:1")
+    one = topology.synthetic("pack:1 numa:1 core:2 pu:1")
+    cases = placement.numa_cases(two)
+    assert [c.fields["numactl"]["membind"] for c in cases] == ["0", "1"]
+    assert placement.numa_cases(one) == []
