@@ -272,20 +272,23 @@ def _sandbox_inner(connection_file: str) -> None:
 
     connection = Path(connection_file).read_text()  # read before file systems change
     here = Path.cwd()
+    scratch = None
     # nbgrader runs the kernel in autograded/<student>/<lab>/
     if here.parent.parent.name == "autograded":
         course = here.parents[2]
+        if (course / "jupyter").is_dir():
+            scratch = course / "jupyter"   # covered by the scratch tmpfs: nothing left behind
         for name in HIDDEN:
-            if (course / name).is_dir():
+            if (course / name).is_dir() and course / name != scratch:
                 mount("-t", "tmpfs", "-o", "ro,size=4k", "hidden", str(course / name))
         if (course / "gradebook.db").exists():
             mount("--bind", "/dev/null", str(course / "gradebook.db"))
         for other in (course / "autograded").iterdir():
             if other.is_dir() and other != here.parent:
                 mount("-t", "tmpfs", "-o", "ro,size=4k", "hidden", str(other))
-    # A private scratch tmpfs on /mnt (empty on Debian; nothing left behind when the kernel
-    # ends), then every other file system read-only: the course may itself live under /tmp.
-    scratch = Path("/mnt") if Path("/mnt").is_dir() else Path(tempfile.mkdtemp())
+    # A private scratch tmpfs, then every other file system read-only (the course may itself
+    # live under /tmp, so /tmp cannot simply be replaced).
+    scratch = scratch or Path(tempfile.mkdtemp(prefix="hpclab-grader-"))
     mount("-t", "tmpfs", "-o", "size=256m,mode=1777", "sandbox-scratch", str(scratch))
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         point = line.split()[4].replace("\\040", " ")
