@@ -345,6 +345,12 @@ class MPIEngines:
 
     # --- running code ------------------------------------------------------------------------------
 
+    def hosts(self) -> dict[int, str]:
+        """{rank: host name} of the running engines, as MPI reports it."""
+        if self.client is None:
+            raise HpclabError("the engines are not running", "call start() first")
+        return {r: h for r, h in self.client[:].apply_sync(_rank_and_host)}
+
     def execute(self, code: str, timeout: float) -> Outcome:
         """Run `code` on every rank; wait at most `timeout` seconds.
 
@@ -408,10 +414,12 @@ def eager_limit(btl: str = "vader") -> int:
     waiting for the receiver; larger ones wait until the receive is posted (rendezvous)."""
     from hpclab import ompi
 
-    info = ompi.run_ompi_info(["--param", "btl", btl, "--level", "9"])
-    p = info.params
-    row = p[p["param"] == f"btl_{btl}_eager_limit"] if not p.empty else p
-    if row.empty:
+    try:
+        p = ompi.run_ompi_info(["--param", "btl", btl, "--level", "9"]).params
+    except HpclabError:  # ompi_info prints nothing parsable for a BTL it does not have
+        p = None
+    row = p[p["param"] == f"btl_{btl}_eager_limit"] if p is not None and not p.empty else None
+    if row is None or row.empty:
         raise HpclabError(f"ompi_info lists no btl_{btl}_eager_limit parameter",
                           f"is the {btl} BTL built into this Open MPI? (ompi_info | grep btl)")
     return int(row["value"].iloc[0])

@@ -3,9 +3,9 @@
 Both start `jupyter lab` from the course's Python environment with jupyter/jupyter_server_config.py
 (127.0.0.1 only, nbgrader's extensions on, noise hidden), the repository as the root folder, a
 random token, and the local cluster's Slurm settings in the environment so notebook cells and
-terminals can submit jobs. The server runs in the nbgrader course folder when one is set up
-(grader/ or the folder hpclab.grading prepares), because nbgrader reads nbgrader_config.py from
-the folder the server runs in; the formgrader then lists the labs.
+terminals can submit jobs. The server runs in an nbgrader course folder (build/lab-course/,
+made from labs/ by hpclab.grading the first time), because nbgrader reads nbgrader_config.py
+from the folder the server runs in; the formgrader then lists the labs.
 """
 
 from __future__ import annotations
@@ -61,26 +61,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def grader_dir() -> Path | None:
-    """The nbgrader course folder the formgrader should show, or None.
+def course_labs() -> list[str]:
+    """Lab names: folders of labs/ holding a notebook."""
+    root = paths.repo() / "labs"
+    return sorted(d.name for d in root.glob("*") if d.is_dir() and any(d.glob("*.ipynb")))
 
-    hpclab.grading.course_dir() when that module offers one (it prepares source/ from labs/),
-    else grader/ of the repository if it holds nbgrader_config.py."""
+
+def grader_dir(folder: Path | None = None) -> Path | None:
+    """The nbgrader course folder the formgrader shows (default build/lab-course/), made with
+    hpclab.grading.init_course from labs/ the first time; an existing one is used as it is
+    (grades and submissions in it are kept). None if there are no labs or no grading module."""
+    folder = Path(folder or paths.build_dir() / "lab-course")
+    if (folder / "nbgrader_config.py").is_file():
+        return folder.resolve()
+    labs = course_labs()
+    if not labs:
+        return None
     try:
-        from hpclab import grading  # written by the grading helper; optional here
+        from hpclab import grading
     except ImportError:
-        grading = None
-    for name in ("course_dir", "init_course"):
-        fn = getattr(grading, name, None) if grading else None
-        if callable(fn):
-            try:
-                found = fn()
-            except TypeError:
-                continue  # a signature we do not know: fall back to grader/
-            if found and (Path(found) / "nbgrader_config.py").is_file():
-                return Path(found).resolve()
-    cfg = paths.repo() / "grader" / "nbgrader_config.py"
-    return cfg.parent if cfg.is_file() else None
+        return None
+    return Path(grading.init_course(folder, labs=tuple(labs))).resolve()
 
 
 def lab_command(port: int, root: Path, runtime_dir: Path | None = None) -> list[str]:
@@ -98,6 +99,11 @@ def lab_command(port: int, root: Path, runtime_dir: Path | None = None) -> list[
 def lab_env(token: str, runtime_dir: Path | None = None) -> dict[str, str]:
     """Environment of the server and its kernels: Slurm settings of the site, the token."""
     env = slurm.slurm_env()
+    # The venv's bin first: nbgrader runs `alembic` by name, and terminals should find the
+    # course's python, jupyter and hpclab without activating anything.
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([venv_bin] + [p for p in env.get("PATH", "").split(os.pathsep)
+                                                if p and p != venv_bin])
     env["JUPYTER_TOKEN"] = token
     if runtime_dir is not None:
         env["JUPYTER_RUNTIME_DIR"] = str(runtime_dir)
@@ -181,11 +187,19 @@ class LabServer:
             page.goto(lab.url("lab/tree/notebooks/90-interactive-mpi.ipynb"))
 
     root: the folder served (default: the repository); log: where the server's output goes
-    (default: a file in the runtime folder). Raises HpclabError if it does not start."""
+    (default: a file in the runtime folder); course: the nbgrader course folder (made from labs/
+    if new; it must lie inside root for the formgrader); env: extra environment for the server
+    and its kernels; settings: JupyterLab user settings for this server only, as
+    {"@jupyterlab/<plugin package>/<plugin>": {setting: value}}. Raises HpclabError if it does
+    not start."""
 
-    def __init__(self, root: Path | None = None, log: Path | None = None, cwd: Path | None = None):
+    def __init__(self, root: Path | None = None, log: Path | None = None, course: Path | None = None,
+                 env: dict[str, str] | None = None, settings: dict[str, dict] | None = None):
         self.root = Path(root or paths.repo())
-        self.cwd = Path(cwd) if cwd else (grader_dir() or self.root)
+        self.extra_env = dict(env or {})
+        self.settings = dict(settings or {})
+        self.course = Path(course) if course else None
+        self.cwd: Path | None = None
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self._tmp = tempfile.TemporaryDirectory(prefix="hpclab-lab-")
@@ -210,11 +224,22 @@ class LabServer:
             return json.loads(resp.read())
 
     def start(self) -> "LabServer":
+        self.cwd = grader_dir(self.course) or self.root
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        env = lab_env(self.token, self.runtime_dir)
+        env.update(self.extra_env)
+        # Own user settings folder: the tests' settings never touch the user's own.
+        settings_dir = Path(self._tmp.name) / "user-settings"
+        for plugin, values in self.settings.items():
+            f = settings_dir / f"{plugin}.jupyterlab-settings"
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps(values))
+        env["JUPYTERLAB_SETTINGS_DIR"] = str(settings_dir)
+        env["JUPYTERLAB_WORKSPACES_DIR"] = str(Path(self._tmp.name) / "workspaces")
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 lab_command(self.port, self.root, self.runtime_dir),
-                env=lab_env(self.token, self.runtime_dir), cwd=self.cwd,
+                env=env, cwd=self.cwd,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             _wait_ready(self.proc, self.base, self.token, self.log)
