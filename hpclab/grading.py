@@ -29,7 +29,7 @@ from pathlib import Path
 from hpclab import paths
 from hpclab.errors import HpclabError
 
-LABS = ("lab-transports",)   # labs with a demo class today
+LABS = ("lab-transports", "lab-scaling")   # labs with a grading pipeline (reference answers)
 KERNEL_NAME = "hpclab-grader"
 NOBODY = 65534
 
@@ -226,7 +226,27 @@ def _cols(table):
     return table["bytes"], table["t_usec"]
 
 
-REFERENCES = {"lab-transports": _reference_transports}
+def _reference_scaling(lab_dir: Path) -> dict:
+    import pandas as pd
+
+    from hpclab import fits, labdata
+
+    labdata.verify(lab_dir)
+    rows = []
+    for role in ("np1", "np2"):
+        table = labdata.table(role, lab_dir)
+        rows.append({"ranks": table["rank"].nunique(), "seconds": table.attrs["summary"]["wall_time"]})
+    scaling = fits.scaling_table(pd.DataFrame(rows))
+    two = labdata.table("np2", lab_dir)
+    mpi = two[two["kind"] == "mpi"]
+    return {"speedup": float(scaling["speedup"].iloc[-1]),
+            "efficiency": float(scaling["efficiency"].iloc[-1]),
+            "mpi_fraction": float(mpi["seconds"].sum()
+                                  / two.groupby("rank")["rank_total"].first().sum()),
+            "dominant_mpi_phase": str(mpi.groupby("phase")["seconds"].sum().idxmax())}
+
+
+REFERENCES = {"lab-transports": _reference_transports, "lab-scaling": _reference_scaling}
 
 
 def reference(lab: str, lab_dir: str | Path = ".") -> dict:
@@ -331,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="step", required=True)
     i = sub.add_parser("init", help="new course folder with the labs as nbgrader sources")
     i.add_argument("course")
-    i.add_argument("labs", nargs="*", default=list(LABS))
+    i.add_argument("labs", nargs="*", default=list(LABS))  # argparse: empty list -> default
     for name, helptext in (("release", "generate the student version of a lab"),
                            ("autograde", "execute and grade every collected submission"),
                            ("feedback", "HTML feedback per student")):

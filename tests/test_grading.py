@@ -131,3 +131,22 @@ def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
              "lab-transports.ipynb").read_text()
     assert "read: [] written: []" in snoop
     assert not (tmp_path / "course" / "SNOOP").exists()
+
+
+@pytest.mark.parametrize("lab", grading.LABS)
+def test_release_removes_solutions_and_hidden_tests(lab, tmp_path):
+    """Does nbgrader's release of each lab keep the visible tests and stubs but no solution and
+    no hidden test, and does every graded cell carry points and open with a docstring?"""
+    import nbformat
+
+    course = grading.init_course(tmp_path / "course", [lab])
+    released = grading.release(course, lab) / f"{lab}.ipynb"
+    text = released.read_text()
+    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+    assert "grading.reference" not in text     # the reference call lives in hidden tests only
+    assert "raise NotImplementedError()" in text
+    source = nbformat.read(course / "source" / lab / f"{lab}.ipynb", as_version=4)
+    graded = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded and all(c.metadata["nbgrader"]["points"] > 0 for c in graded)
+    assert all(c.source.lstrip().startswith('"""') for c in graded)
+    assert all(not c.outputs for c in source.cells if c.cell_type == "code")
