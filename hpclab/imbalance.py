@@ -16,6 +16,7 @@ this module only strings it together for the notebook:
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from dataclasses import dataclass, field
@@ -55,15 +56,21 @@ class Config:
         return f"{dim} {self.grid} {self.exchange}"
 
 
-def cluster_slots(site=None) -> int:
-    """CPUs Slurm can give one job on the site's default partition (nodes x cores per node)."""
+def site_layout(site=None) -> tuple[int, int]:
+    """(nodes, CPUs per node) of the site's default partition, as Slurm schedules them."""
     from hpclab import site as site_mod
     st = site or site_mod.load_site()
     part = st.partition()
     if not part.nodes or not part.cores_per_node:
         raise HpclabError(f"site {st.name!r} does not say how many nodes and cores partition {part.name!r} has",
                           "add nodes and cores_per_node to the site profile, or set discover_cores: true")
-    return part.nodes * part.cores_per_node
+    return part.nodes, part.cores_per_node
+
+
+def cluster_slots(site=None) -> int:
+    """CPUs Slurm can give one job on the site's default partition (nodes x cores per node)."""
+    nodes, cores = site_layout(site)
+    return nodes * cores
 
 
 def physical_cores() -> int:
@@ -85,14 +92,30 @@ def configurations(slots: int) -> list[Config]:
 
 
 def poisson_specs(configs: list[Config], *, n: int, iters: int, repetitions: int,
-                  experiment: str = EXPERIMENT) -> list:
+                  cores_per_node: int | None = None, experiment: str = EXPERIMENT) -> list:
     """Traced Poisson specs, one per configuration (each repeated `repetitions` times as jobs).
-    n: grid points per side; iters: solver iterations. Labels are the configurations' labels."""
+    n: grid points per side; iters: solver iterations; cores_per_node (if given): ask for as
+    many nodes as the ranks need. Labels are the configurations' labels."""
     from hpclab import spec
-    return [spec.make_spec(kernel="poisson", ntasks=c.ntasks, label=c.label, trace=True,
-                           args={"n": n, "grid": c.grid, "exchange": c.exchange, "iters": iters},
-                           repetitions=repetitions, experiment=experiment)
-            for c in configs]
+    out = []
+    for c in configs:
+        nodes = max(1, math.ceil(c.ntasks / cores_per_node)) if cores_per_node else 1
+        out.append(spec.make_spec(kernel="poisson", ntasks=c.ntasks, nodes=nodes, label=c.label, trace=True,
+                                  args={"n": n, "grid": c.grid, "exchange": c.exchange, "iters": iters},
+                                  repetitions=repetitions, experiment=experiment))
+    return out
+
+
+def pingpong_specs(nodes: int, cores_per_node: int, max_bytes: int = FIT_MAX_BYTES,
+                   experiment: str = EXPERIMENT) -> dict:
+    """Pingpong specs for the model's two links: 'intra' (2 ranks on one node, if a node has 2
+    CPUs) and 'inter' (one rank on each of 2 nodes, if there are 2 nodes); None where the
+    cluster cannot place them."""
+    from hpclab import spec
+    base = dict(kernel="pingpong", ntasks=2, args={"max_bytes": max_bytes}, experiment=experiment)
+    return {"intra": spec.make_spec(**base, nodes=1, label="model fit: one node") if cores_per_node >= 2 else None,
+            "inter": spec.make_spec(**base, nodes=2, ntasks_per_node=1, label="model fit: two nodes")
+            if nodes >= 2 else None}
 
 
 @dataclass
@@ -350,9 +373,23 @@ def _stack(ax, parts: pd.DataFrame):
         ax.bar(labels, v, bottom=base, color=COLORS[name], label=name, width=0.6)
         pos += np.where(v >= 0, v, 0)
         neg += np.where(v < 0, v, 0)
+    ax.margins(y=0.08)
     ax.tick_params(axis="x", labelrotation=20)
     for t in ax.get_xticklabels():
         t.set_horizontalalignment("right")
+
+
+def diagram_figure(parts: pd.DataFrame, title: str, unit: str):
+    """One imbalance diagram: stacked bars of the four parts (rows = runs, columns as in
+    parts_of), in `unit`. Returns a matplotlib Figure."""
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(2.6 + 1.5 * len(parts), 4.4), layout="constrained")
+    ax = fig.add_subplot()
+    _stack(ax, parts)
+    ax.set_title(title, loc="left", fontsize="medium")
+    ax.set_ylabel(unit)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    return fig
 
 
 def side_by_side_figure(ours: pd.DataFrame, ours_title: str, ours_unit: str, quoted: pd.DataFrame | None = None):
@@ -371,7 +408,7 @@ def side_by_side_figure(ours: pd.DataFrame, ours_title: str, ours_unit: str, quo
                 loc="left", fontsize="medium")
     b.set_ylabel("s (accumulated, as quoted)")
     handles, names = a.get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside right upper", fontsize="small")
+    fig.legend(handles, names, loc="outside lower center", ncols=4, fontsize="small")
     return fig
 
 
@@ -434,3 +471,23 @@ def mapping_replays(trace, model, cores: int, grid: str) -> pd.DataFrame:
                      "internode_msgs": aggregate(mm, hosts).off_diagonal("count"),
                      "replayed_ms": run_time(replay(t, model)) / 1e6})
     return pd.DataFrame(rows).set_index("mapping")
+
+
+def link_rows(pingpongs: dict) -> tuple[list[dict], list[dict], pd.DataFrame]:
+    """Pingpong rows for the model's links from runs of pingpong_specs ({'intra': Run | None,
+    'inter': Run | None}): (intra rows, inter rows, a table saying where each link came from).
+    Without an inter-node run the inter link is the quoted 2019 InfiniBand (quoted_inter_rows);
+    without an intra-node run (one CPU per node) the intra link reuses the inter-node rows."""
+    got = {k: r.result()["results"]["rows"] for k, r in pingpongs.items() if r is not None}
+    if not got:
+        raise HpclabError("no pingpong run to fit a network model to", "run imbalance.pingpong_specs(...) first")
+    if "inter" in got:
+        inter, inter_src = got["inter"], "measured: pingpong between two nodes of this cluster"
+    else:
+        inter, inter_src = quoted_inter_rows(), "quoted: 40G InfiniBand, pml/ucx (Goglin 2019, seed 000)"
+    if "intra" in got:
+        intra, intra_src = got["intra"], "measured: pingpong inside one node of this cluster"
+    else:
+        intra, intra_src = inter, "one CPU per node: same rows as the inter-node link"
+    src = pd.DataFrame({"source": [intra_src, inter_src]}, index=pd.Index(["intra-node", "inter-node"], name="link"))
+    return intra, inter, src
