@@ -144,6 +144,20 @@ def _nodes(folder: Path) -> set[str]:
             if line.strip()}
 
 
+def _binding_hosts(folder: Path) -> set[str]:
+    path = folder / "provenance" / "binding.txt"
+    if not path.is_file():
+        return set()
+    hosts = set()
+    for line in path.read_text(errors="replace").splitlines():
+        # srun: "cpu-bind=MASK - vm, task  0 ..."; mpirun: "[vm:12345] MCW rank 0 bound to ..."
+        if line.startswith("cpu-bind=") and " - " in line:
+            hosts.add(line.split(" - ", 1)[1].split(",", 1)[0].strip())
+        elif line.startswith("[") and ":" in line:
+            hosts.add(line[1:].split(":", 1)[0])
+    return hosts
+
+
 def check_run(folder: str | Path, entry: dict) -> list[str]:
     """Reasons to doubt that a packed folder is the real run its manifest entry describes.
 
@@ -188,7 +202,10 @@ def check_run(folder: str | Path, entry: dict) -> list[str]:
         problems.append(f"Slurm says job {status.get('job_id')} ended {job[0].get('State')}")
     hosts = {p.get("host") for p in doc["placement"]}
     nodes = _nodes(folder)
-    if not hosts <= nodes:
+    # a layout of several Slurm nodes on one machine names nodes apart from the host name the
+    # kernel sees; the launcher's binding report (written by the job) names the real hosts
+    seen = nodes | _binding_hosts(folder)
+    if not hosts <= seen:
         problems.append(f"kernel ran on {sorted(hosts)} but the job's nodes are {sorted(nodes)}")
     if job and job[0].get("NodeList") and "[" not in job[0]["NodeList"]:
         if set(job[0]["NodeList"].split(",")) != nodes:
