@@ -77,7 +77,9 @@ class CourseReport:
             mark = "ok  " if n.ok else "FAIL"
             lines.append(f"  {mark} {n.path:<45} {n.seconds:6.1f} s  {n.jobs:3d} job(s)")
             if not n.ok:
-                lines.append(f"       {n.error.splitlines()[0] if n.error else ''}")
+                # The end of a cell error is what happened (the exception and its hint).
+                tail = [l for l in n.error.splitlines() if l.strip() and not set(l.strip()) <= {"-"}][-2:]
+                lines += [f"       {l.strip()}" for l in tail]
         lines.append(f"report: {out_dir / 'index.html'}")
         return "\n".join(lines)
 
