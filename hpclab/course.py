@@ -237,3 +237,18 @@ def _inline_figures() -> None:
     shell = get_ipython()
     if shell is not None and hasattr(shell, "kernel"):
         shell.run_line_magic("matplotlib", "inline")
+
+
+def error_outputs(executed_notebook: Path) -> list[str]:
+    """Error outputs and stderr text in an executed notebook, as 'cell N: ...' lines (empty if clean)."""
+    import nbformat
+
+    nb = nbformat.read(executed_notebook, as_version=4)
+    found = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                found.append(f"cell {i}: {out.get('ename')}: {out.get('evalue')}")
+            elif out.get("output_type") == "stream" and out.get("name") == "stderr" and out.get("text", "").strip():
+                found.append(f"cell {i}: stderr: {out['text'].strip().splitlines()[-1][:200]}")
+    return found

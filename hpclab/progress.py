@@ -7,7 +7,9 @@ and shows how many are pending, running and done in its postfix.
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 
 def in_notebook() -> bool:
@@ -29,7 +31,12 @@ class JobProgress:
 
     def __init__(self, total: int, desc: str = "jobs", enabled: bool = True):
         self.bar = None
-        if not enabled:
+        self.total, self.desc, self.states = total, desc, []
+        self.started = time.monotonic()
+        # Executed headless for the course report (no one watches, widgets are not saved): one
+        # plain line per sweep at the end instead of a bar.
+        self.plain = enabled and bool(os.environ.get("HPCLAB_HEADLESS"))
+        if not enabled or self.plain:
             return
         if in_notebook():
             from tqdm.notebook import tqdm
@@ -39,6 +46,7 @@ class JobProgress:
 
     def update(self, states: list[str]) -> None:
         """Show the current state of every job (a list of state names)."""
+        self.states = list(states)
         if self.bar is None:
             return
         done = sum(s in ("completed", "failed", "timeout", "cancelled") for s in states)
@@ -49,3 +57,8 @@ class JobProgress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+        elif self.plain and self.states:
+            counts = {st: self.states.count(st) for st in dict.fromkeys(self.states)}
+            done = sum(st in ("completed", "failed", "timeout", "cancelled") for st in self.states)
+            print(f"{self.desc}: {done} of {self.total} job(s) done in {time.monotonic() - self.started:.1f} s ("
+                  + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")", flush=True)

@@ -1,0 +1,23 @@
+"""Every notebook and lab of the course runs top to bottom, headless, with the quick parameter set,
+against the local cluster, and shows no error output (the same runner as `make course`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpclab import course
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+BOOKS = course.course_notebooks()
+
+
+@pytest.mark.parametrize("notebook", BOOKS, ids=[str(b.relative_to(course.paths.repo())) for b in BOOKS])
+def test_notebook_runs_clean(cluster, notebook, tmp_path, monkeypatch):
+    """Does the notebook run in a fresh kernel without an error or anything on stderr?"""
+    monkeypatch.setenv("HPCLAB_QUICK", "1")
+    report = course.run_course([notebook], tmp_path / "report")
+    [result] = report.notebooks
+    assert result.ok, f"{result.path} failed:\n{result.error}"
+    problems = course.error_outputs(tmp_path / "report" / result.executed)
+    assert not problems, "\n".join(problems)
