@@ -235,13 +235,15 @@ def plan(nodes: int, cpus_per_node: int | None) -> list[Node]:
         raise HpclabError(f"--cpus-per-node must be between 1 and {len(cpus)} (this machine's CPUs), not {c}",
                           "a virtual node cannot have more CPUs than the machine")
     hw = config.probe_hardware()
-    mem = max(128, hw.memory_mb // nodes)
+    # The node line keeps the machine's layout: Slurm numbers a node's CPUs from 0 and binds task
+    # k to machine CPU k, so a node whose subset does not start at CPU 0 cannot be described as a
+    # smaller machine. The CPUs outside the subset become Slurm's CpuSpecList (never given to jobs).
+    hardware = NodeHardware(hw.cpus, hw.sockets, hw.cores_per_socket, hw.threads_per_core,
+                            max(128, hw.memory_mb // nodes))
     out = []
     for k in range(1, nodes + 1):
         subset = sorted({cpus[((k - 1) * c + i) % len(cpus)] for i in range(c)})
-        out.append(Node(name=node_name(k), addr=node_addr(k),
-                        hardware=NodeHardware(cpus=c, sockets=1, cores_per_socket=c, threads_per_core=1, memory_mb=mem),
-                        cpuset=subset, netns=netns_name(k)))
+        out.append(Node(name=node_name(k), addr=node_addr(k), hardware=hardware, cpuset=subset, netns=netns_name(k)))
     return out
 
 
@@ -288,7 +290,7 @@ def up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped",
     _check_tools()
     profile = links.get_profile(link)
     wanted = plan(nodes, cpus_per_node)
-    c = wanted[0].hardware.cpus
+    c = len(wanted[0].cpuset)
     lay = config.layout()
     lay.make_dirs()
 
