@@ -150,3 +150,53 @@ def test_release_removes_solutions_and_hidden_tests(lab, tmp_path):
     assert graded and all(c.metadata["nbgrader"]["points"] > 0 for c in graded)
     assert all(c.source.lstrip().startswith('"""') for c in graded)
     assert all(not c.outputs for c in source.cells if c.cell_type == "code")
+
+
+@pytest.fixture(scope="module")
+def poisson_runs(cluster, tmp_path_factory):
+    """{np1, np2: run folder}: real Poisson runs on one and two ranks (as the lab's Measure cell)."""
+    import subprocess
+
+    from hpclab import experiment
+
+    nodes = len(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True,
+                               text=True).stdout.split())
+    specs = [{"experiment": "lab-scaling", "kernel": "poisson", "ntasks": p, "label": f"np{p}",
+              "nodes": 1 if p == 1 else min(nodes, 2),
+              "args": {"n": 256, "grid": f"{p}x1", "iters": 100}} for p in (1, 2)]
+    done = experiment.run(specs, progress=False, timeout=600, root=tmp_path_factory.mktemp("runs"))
+    return {"np1": done[0].path, "np2": done[1].path}
+
+
+@pytest.mark.cluster
+def test_scaling_lab_full_solution_gets_full_marks(poisson_runs, tmp_path):
+    """Graded by nbgrader on real Poisson runs, does the lab-scaling solution get every point
+    and the unchanged release none?"""
+    import zipfile
+
+    import nbformat
+
+    lab = "lab-scaling"
+    course = grading.init_course(tmp_path / "course", [lab])
+    grading.release(course, lab)
+    src = nbformat.read(course / "source" / lab / f"{lab}.ipynb", as_version=4)
+    rel = nbformat.read(course / "release" / lab / f"{lab}.ipynb", as_version=4)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    for student, nb in (("full", grading._answered(rel, src)), ("unchanged", rel)):
+        folder = tmp_path / student
+        folder.mkdir()
+        nbformat.write(nb, folder / f"{lab}.ipynb")
+        labdata.pack(poisson_runs, folder)
+        with zipfile.ZipFile(downloads / f"{student}.zip", "w") as z:
+            for p in sorted(folder.rglob("*")):
+                if p.is_file():
+                    z.write(p, p.relative_to(folder))
+    assert grading.collect(course, lab, downloads) == ["full", "unchanged"]
+    grading.autograde(course, lab, timeout=30)
+    cells = grading.cell_scores(course, lab)
+    assert all(score == mx > 0 for score, mx in cells["full"].values()), cells["full"]
+    assert all(score == 0 for score, _ in cells["unchanged"].values())
+    rows = grading.export(course, tmp_path / "grades.csv")
+    assert {r["student_id"]: float(r["score"]) for r in rows} == {
+        "full": sum(mx for _, mx in cells["full"].values()), "unchanged": 0.0}
