@@ -6,7 +6,8 @@
     ...
     engines.stop()                            # or `with MPIEngines(2) as engines:`
 
-The controller runs in the notebook's kernel host; the engines are started by one batch job
+The controller runs in the notebook's kernel host, listening on the address the partition's
+nodes reach it by (controller_address); the engines are started by one batch job
 whose `srun --mpi=<site's PMI>` makes every `ipengine --mpi` a rank of the same MPI_COMM_WORLD,
 and `--mpi` makes each engine ask the controller for the id equal to its rank (checked after
 start). The session's files (engine job script, Slurm output, ipyparallel profile) live in
@@ -202,16 +203,13 @@ class MPIEngines:
         env = slurm.slurm_env()
         extra = {k: env[k] for k in ("SLURM_CONF",) if k in env}
         cfg.SlurmEngineSetLauncher.environment = extra
-        local = self.site.name == site_mod.DEFAULT_SITE
+        ip = controller_address(self.partition)
         profile = self.session_dir / "profile"
         profile.mkdir(exist_ok=True)
         return ipp.Cluster(
             engines="slurm", n=self.ranks, config=cfg, profile_dir=str(profile),
             cluster_id=f"{self.session_dir.name}-{n}",
-            # local cluster: engines on this machine; elsewhere listen on every interface and
-            # tell the engines this host's name.
-            controller_ip="127.0.0.1" if local else "*",
-            controller_location="" if local else socket.getfqdn(),
+            controller_ip=ip, controller_location="" if ip != "*" else socket.getfqdn(),
             engine_timeout=int(self.start_timeout), shutdown_atexit=True, log_level=30)
 
     def start(self) -> "MPIEngines":
@@ -374,6 +372,37 @@ class MPIEngines:
         old = self.job_id
         self.restart()
         return Outcome(False, seconds, stdout, None, True, old, self.job_id)
+
+
+def controller_address(partition: str) -> str:
+    """The address the controller listens on so the partition's nodes reach it: 127.0.0.1 when
+    the nodes are this machine (the local cluster's single node), else this host's address on the
+    route to the first node (e.g. the bridge of the local virtual nodes, or the cluster network
+    of a login node); "*" (every interface) when that cannot be worked out."""
+    out = slurm.run_slurm(["sinfo", "--noheader", "--Node", f"--partition={partition}", "--format=%o"],
+                          what="ask sinfo for node addresses", check=False)
+    addrs = [a.strip() for a in out.split() if a.strip()]
+    if not addrs:
+        return "*"
+    try:
+        node_ip = socket.gethostbyname(addrs[0])
+    except OSError:
+        return "*"
+    if node_ip.startswith("127.") or node_ip in _own_addresses():
+        return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((node_ip, 9))  # no packet is sent: this only asks the routing table
+            return s.getsockname()[0]
+        except OSError:
+            return "*"
+
+
+def _own_addresses() -> set[str]:
+    try:
+        return set(socket.gethostbyname_ex(socket.gethostname())[2])
+    except OSError:
+        return set()
 
 
 def _in_ipython() -> bool:

@@ -141,10 +141,9 @@ def test_engines_are_mpi_ranks_and_their_job_ends(cluster):
         job = eng.job_id
         assert interactive.job_in_queue(job)
         assert sorted(eng.client.ids) == [0, 1]
-        got = eng.view.apply_sync(lambda: __import__("mpi4py.MPI").MPI.COMM_WORLD.Get_rank())
-        assert got == [0, 1]
-        sizes = eng.view.apply_sync(lambda: __import__("mpi4py.MPI").MPI.COMM_WORLD.Get_size())
-        assert sizes == [2, 2]
+        assert sorted(eng.hosts()) == [0, 1]  # asked of MPI on each engine, keyed by rank
+        out = eng.execute("from mpi4py import MPI; c = MPI.COMM_WORLD; print(c.rank, c.size)", timeout=30)
+        assert {k: v.split() for k, v in out.stdout.items()} == {0: ["0", "2"], 1: ["1", "2"]}
         assert "ipyparallel.engine --mpi" in eng.job_script.read_text()
     assert not interactive.job_in_queue(job)
     assert eng.client is None and eng.view is None
