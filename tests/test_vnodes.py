@@ -200,6 +200,8 @@ def test_four_oversubscribed_nodes_run_poisson_confined_to_their_cpus(vcluster, 
     seen = dict(line.split() for line in where.stdout.splitlines())
     planned = {n.name: ",".join(map(str, n.cpuset)) for n in vnodes.plan(4, 1)}
     assert seen == planned
+    mca = _run(["srun", "-N1", "-w", "node3", "cat", "/etc/openmpi/openmpi-mca-params.conf"], scratch).stdout
+    assert "mpi_yield_when_idle = 1" in mca, "oversubscribed nodes make Open MPI yield"
     if not POISSON.exists():
         pytest.skip("build/bin/poisson is not built: run 'make -C src'")
     r = _run(["srun", "--mpi=pmix", "-N4", "-n4", "--ntasks-per-node=1", str(POISSON), "--n", "64", "--grid", "2x2"],
@@ -237,3 +239,27 @@ def test_up_down_twice_leaves_nothing_behind(vcluster):
         assert "hpclab" not in netns
         links_now = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         assert "hpclab" not in links_now
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_up_after_a_crash_cleans_up_and_starts_fresh(vcluster):
+    """If slurmctld and the node slurmds die (kill -9), does the next up clear the leftovers and
+    bring both nodes back, with exactly one namespace, veth and cgroup per node?"""
+    import os
+    import signal
+
+    from hpclab.cluster import config
+
+    vcluster(2, 1, "unshaped")
+    lay = config.layout()
+    victims = [local.slurmctld_daemon(lay)] + [local.slurmd_daemon(lay, n) for n in config.load_nodes(lay)]
+    for d in victims:
+        os.kill(d.pid(), signal.SIGKILL)
+    time.sleep(0.5)
+    report = vnodes.up(nodes=2, cpus_per_node=1, link="unshaped")
+    assert not report.already_running
+    assert _wait_idle(["node1", "node2"]) == {"node1": "idle", "node2": "idle"}
+    state = vnodes.network_state()
+    assert (len(state.netns), len(state.veths), len(state.cgroups)) == (2, 2, 2)
+    assert len(_our_slurmds()) == 2
