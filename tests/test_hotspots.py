@@ -1,0 +1,303 @@
+"""Tests for hpclab.hotspots (profilers on the Poisson solver, memory roofline) and poisson --fuse.
+
+Parsers are checked on outputs captured from real runs on the course VM (tests/data/hotspots/);
+live tests run callgrind and perf on a tiny grid without Slurm, and one cluster test runs a
+profile as a Slurm job step. Exact answers where they exist: callgrind counts are deterministic,
+and --fuse must reproduce the residual history bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hpclab import hotspots, paths
+from hpclab.errors import HpclabError
+
+DATA = Path(__file__).parent / "data" / "hotspots"
+POISSON = paths.bin_dir() / "poisson"
+
+
+@pytest.fixture
+def runs_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+def _needs_callgrind():
+    st = hotspots.valgrind_status()
+    if not (st["installed"] and st["annotate"]):
+        pytest.skip("valgrind is not installed")
+
+
+# --- parsers on captured output -----------------------------------------------------------------
+
+
+def test_callgrind_annotate_rows_match_the_text():
+    """Does the parser read every function row of callgrind_annotate, with its exact count?"""
+    text = (DATA / "callgrind-annotate-self.txt").read_text()
+    df = hotspots.parse_callgrind_annotate(text)
+    row = df.set_index("function").loc["residuum._omp_fn.0"]
+    # the count printed in the text, read independently here
+    m = re.search(r"^\s*([\d,]+) \(.*:residuum\._omp_fn\.0 \[", text, re.M)
+    assert row["count"] == int(m.group(1).replace(",", ""))
+    assert row["object"].endswith("/poisson")
+    total = int(re.search(r"^\s*([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", text, re.M).group(1).replace(",", ""))
+    # the default threshold lists the functions that make up 99% of the total
+    assert 0.99 * total <= df["count"].sum() <= total
+
+
+def test_callgrind_annotate_stops_before_source_annotation():
+    """Are the per-line counts of the auto-annotated source kept out of the function table?"""
+    text = (DATA / "callgrind-annotate-self.txt").read_text()
+    df = hotspots.parse_callgrind_annotate(text)
+    assert not df["function"].str.contains(r"\(|;|=", regex=True).any()
+    assert df["function"].is_unique
+
+
+def test_inclusive_is_at_least_self():
+    """Does every function's inclusive count include its own instructions?"""
+    merged = hotspots.merge_self_inclusive(
+        hotspots.parse_callgrind_annotate((DATA / "callgrind-annotate-self.txt").read_text()),
+        hotspots.parse_callgrind_annotate((DATA / "callgrind-annotate-inclusive.txt").read_text()))
+    assert (merged["inclusive"] >= merged["self"]).all()
+    assert merged["share"].sum() == pytest.approx(1.0)
+
+
+def test_perf_report_samples_add_up_to_the_header():
+    """Do the parsed perf samples add up to the 'Samples:' count perf printed?"""
+    text = (DATA / "perf-report.txt").read_text()
+    df = hotspots.parse_perf_report(text)
+    header = int(re.search(r"^# Samples: (\d+)", text, re.M).group(1))
+    assert df["self"].sum() == header
+    assert set(df["kind"]) <= {"kernel", "user"}
+    assert not df["function"].str.startswith("[").any()
+
+
+def test_perf_stat_marks_hidden_counters():
+    """Is a '<not supported>' hardware counter reported as unsupported rather than zero?"""
+    df = hotspots.parse_perf_stat((DATA / "perf-stat.csv").read_text()).set_index("event")
+    assert not df.loc["instructions", "supported"]
+    assert pd.isna(df.loc["instructions", "value"])
+    assert df.loc["task-clock", "supported"] and df.loc["task-clock", "value"] > 0
+
+
+@pytest.mark.parametrize("parser", [hotspots.parse_callgrind_annotate, hotspots.parse_perf_report,
+                                    hotspots.parse_perf_stat])
+def test_parsers_reject_unrelated_text(parser):
+    """Does a parser given the wrong file say so instead of returning an empty table?"""
+    with pytest.raises(HpclabError):
+        parser("hello\nthis is not a profile\n")
+
+
+@pytest.mark.parametrize("function,obj,phase", [
+    ("sweep._omp_fn.0", "/x/poisson", "red/black sweeps"),
+    ("residuum._omp_fn.0", "poisson", "residuum"),
+    ("exchange", "poisson", "halo copy"),
+    ("main._omp_fn.2", "poisson", "set-up"),
+    ("__sin_fma", "/usr/lib/x86_64-linux-gnu/libm.so.6", "set-up"),
+    ("PMPI_Allreduce", "/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4", "MPI library"),
+    ("do_lookup_x", "ld-linux-x86-64.so.2", "dynamic loader"),
+    ("exc_page_fault", "[kernel.kallsyms]", "operating system"),
+    ("malloc", "libc.so.6", "other"),
+    ("strange", float("nan"), "other"),
+])
+def test_functions_map_to_solver_phases(function, obj, phase):
+    """Is each kind of function charged to the right part of the solver?"""
+    assert hotspots.phase_of(function, obj) == phase
+
+
+# --- roofline arithmetic ------------------------------------------------------------------------
+
+
+def test_traffic_model_counts_three_passes_or_two():
+    """Does one lattice update move 64 bytes, and 48 when the residuum is fused into the sweep?"""
+    assert hotspots.bytes_per_update() == 64
+    assert hotspots.bytes_per_update(fused=True) == 48
+    assert len(hotspots.traffic_model()) == 3 and len(hotspots.traffic_model(True)) == 2
+
+
+def test_roofline_bound_is_bandwidth_over_bytes():
+    """Is the roofline rate the Triad bandwidth divided by the bytes per update?"""
+    r = hotspots.roofline(lups=1e8, triad_mb_s=6400.0)
+    assert r["bound_lups"] == pytest.approx(6400e6 / 64)
+    assert r["fraction"] == pytest.approx(1.0)
+    assert r["achieved_gb_s"] == pytest.approx(6.4)
+    with pytest.raises(HpclabError):
+        hotspots.roofline(lups=0, triad_mb_s=1000.0)
+
+
+def test_working_set_includes_the_halo():
+    """Does the working set count both arrays with their halo (2 x (n+2)^2 doubles)?"""
+    assert hotspots.working_set_bytes(1) == 2 * 9 * 8
+
+
+def test_cache_sizes_from_lstopo(tmp_path):
+    """Are the data cache levels read from a run's lstopo XML, instruction caches left out?"""
+    (tmp_path / "provenance").mkdir()
+    xml = (Path(__file__).parent / "data" / "lstopo_machine.xml").read_text()
+    (tmp_path / "provenance" / "lstopo-vm.xml").write_text(xml)
+    df = hotspots.cache_sizes(tmp_path)
+    assert list(df["level"]) == sorted(df["level"])
+    assert (df["bytes"] > 0).all()
+    assert df["bytes"].is_monotonic_increasing
+    with pytest.raises(HpclabError):
+        hotspots.cache_sizes(tmp_path / "nothing")
+
+
+# --- live profiles (no Slurm) -------------------------------------------------------------------
+
+
+def test_callgrind_counts_are_exact_and_linear_in_iterations(runs_root):
+    """Does callgrind count exactly twice the sweep instructions for twice the iterations?"""
+    _needs_callgrind()
+    a = hotspots.callgrind(n=32, iters=4, slurm=False)
+    b = hotspots.callgrind(n=32, iters=8, slurm=False)
+    sa = a.functions.set_index("function")["self"]
+    sb = b.functions.set_index("function")["self"]
+    # every sweep has the same loop bounds, so each costs the same instructions
+    assert sb["sweep._omp_fn.0"] == 2 * sa["sweep._omp_fn.0"]
+    assert a.path != b.path and a.path.parent == b.path.parent
+    assert a.result["results"]["iterations"] == 4
+
+
+def test_callgrind_totals_match_valgrind_summary(runs_root):
+    """Do the per-function counts add up to the total valgrind prints at exit?"""
+    _needs_callgrind()
+    p = hotspots.callgrind(n=16, iters=2, slurm=False)
+    m = re.search(r"I\s+refs:\s+([\d,]+)", (p.path / "stderr").read_text())
+    assert p.total == int(m.group(1).replace(",", ""))
+    assert set(p.phases()["phase"]) == set(hotspots.PHASES)
+
+
+def test_perf_record_finds_the_compute_loops(runs_root):
+    """Does a perf time profile put samples in the solver's sweeps and residuum?"""
+    if not hotspots.perf_status()["sampling"]:
+        pytest.skip("perf cannot sample here: " + hotspots.perf_status()["detail"])
+    p = hotspots.perf_record(n=512, iters=20, slurm=False)
+    ph = p.phases().set_index("phase")["self"]
+    assert ph["red/black sweeps"] > 0 and ph["residuum"] > 0
+    assert p.functions["self"].sum() > 0
+    assert (p.path / "perf.data").is_file() and (p.path / "perf-report.txt").is_file()
+
+
+def test_bad_profile_input_is_refused(runs_root):
+    """Are a bad grid size, iteration count or folder name refused with a clear error?"""
+    _needs_callgrind()
+    with pytest.raises(HpclabError, match="grid size"):
+        hotspots.callgrind(n=0, slurm=False)
+    with pytest.raises(HpclabError, match="iters"):
+        hotspots.callgrind(n=8, iters=0, slurm=False)
+    with pytest.raises(HpclabError, match="folder name"):
+        hotspots.callgrind(n=8, iters=1, experiment="../up", slurm=False)
+
+
+def test_failed_profile_keeps_its_folder_and_says_why(runs_root):
+    """Does a solver error end in an HpclabError pointing at the kept folder?"""
+    _needs_callgrind()
+    with pytest.raises(HpclabError) as exc:
+        hotspots.callgrind(n=8, iters=1, extra_args=["--no-such-flag"], slurm=False)
+    assert "exit code" in str(exc.value)
+    folders = list((runs_root / hotspots.PROFILE_ROOT / "06-hotspots").iterdir())
+    assert len(folders) == 1 and (folders[0] / "stderr").is_file()
+
+
+@pytest.mark.cluster
+def test_callgrind_runs_as_a_slurm_job_step(cluster, runs_root):
+    """Does a profile run as a one-task Slurm step and record the srun command?"""
+    _needs_callgrind()
+    p = hotspots.callgrind(n=16, iters=2)
+    assert p.command[0] == "srun"
+    assert (p.path / "command.txt").read_text().startswith("srun ")
+    assert p.result["validation"]["ok"]
+
+
+# --- poisson --fuse -----------------------------------------------------------------------------
+
+
+def _solve(tmp_path: Path, name: str, args: list[str], np: int = 1, threads: int = 1) -> dict:
+    out = tmp_path / f"{name}.json"
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    argv = [str(POISSON), *args, "--json", str(out)]
+    if np > 1:
+        argv = ["mpirun", "--oversubscribe", "-np", str(np), *argv]
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("n,iters,np,threads,grid", [
+    (64, 40, 1, 1, None), (37, 60, 1, 2, None), (3, 5, 1, 3, None), (1, 3, 1, 1, None),
+    (41, 30, 2, 1, "2x1"), (41, 30, 2, 1, "1x2"), (29, 20, 3, 2, "3x1"),
+])
+def test_fused_residuum_gives_identical_results(tmp_path, n, iters, np, threads, grid):
+    """Does --fuse reproduce the residual history and the error bit for bit, for any grid and threads?"""
+    if not POISSON.is_file():
+        pytest.skip("build the kernels first: make -C src")
+    args = ["--n", str(n), "--iters", str(iters)] + (["--grid", grid] if grid else [])
+    plain = _solve(tmp_path, "plain", args, np, threads)
+    fused = _solve(tmp_path, "fused", args + ["--fuse"], np, threads)
+    assert fused["validation"]["ok"]
+    assert fused["results"]["fuse"] is True and plain["results"]["fuse"] is False
+    assert fused["results"]["residual_history"] == plain["results"]["residual_history"]
+    assert fused["results"]["error_max"] == plain["results"]["error_max"]
+    assert fused["config"]["fuse"] is True
+
+
+def test_annotated_source_shows_the_residuum_lines(runs_root):
+    """Does the source view of a callgrind profile cover the residuum loop with its counts?"""
+    _needs_callgrind()
+    p = hotspots.callgrind(n=16, iters=2, slurm=False)
+    text = hotspots.annotated_source(p, "static double residuum(", "MPI_Allreduce")
+    assert "point_residual" in text and text.splitlines()[-1].strip().endswith(";")
+    with pytest.raises(HpclabError):
+        hotspots.annotated_source(p, "no such text anywhere", "x")
+
+
+def test_repetitions_summarised_as_min_median_max():
+    """Are repetitions summarised per group as min, median, max and a run count?"""
+    t = pd.DataFrame({"n": [8, 8, 8, 16], "lups": [1.0, 3.0, 2.0, 5.0]})
+    s = hotspots.spread(t, "n", "lups")
+    assert list(s.loc[8]) == [1.0, 2.0, 3.0, 3]
+    assert s.loc[16, "runs"] == 1
+
+
+def test_same_answers_spots_a_different_history():
+    """Does one differing residual history mark its grid size as not identical?"""
+    rates = pd.DataFrame({"n": [8, 8, 16, 16], "history": [(1.0, 0.5), (1.0, 0.5), (1.0, 0.5), (1.0, 0.25)]})
+    out = hotspots.same_answers(rates).set_index("n")["identical"]
+    assert out[8] and not out[16]
+
+
+def test_iters_for_keeps_work_constant():
+    """Do two grid sizes get iteration counts giving the same number of updates?"""
+    assert hotspots.iters_for(100, 1e6) == 100 and hotspots.iters_for(1000, 1e6) == 5
+
+
+def test_roofline_figure_and_bad_table():
+    """Does the roofline figure draw from a rates table, and refuse a table without lups?"""
+    rates = pd.DataFrame({"n": [64, 64, 512, 512], "variant": ["separate", "fused"] * 2,
+                          "lups": [5e8, 6e8, 4e8, 4.5e8]})
+    caches = pd.DataFrame({"level": [1, 2], "bytes": [49152, 1048576], "count": [2, 2]})
+    fig = hotspots.plot_roofline(rates, 40000.0, caches)
+    ax = fig.axes[0]
+    assert "million" in ax.get_ylabel()
+    # the dashed bounds are Triad / bytes per update, in millions
+    ys = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--")
+    assert ys == pytest.approx([40000 / 64, 40000 / 48])
+    with pytest.raises(HpclabError):
+        hotspots.plot_roofline(rates.drop(columns="lups"), 40000.0)
+
+
+def test_seed_hotspots_are_labelled_as_quoted():
+    """Does every quoted seed figure carry its citation?"""
+    df = hotspots.seed_hotspots()
+    assert (df["source"] == hotspots.ITAC_2014).all()
+    assert df["cpu_time_ms"].is_monotonic_decreasing
