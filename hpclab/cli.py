@@ -25,7 +25,8 @@ def _cluster(args: argparse.Namespace) -> int:
         if args.nodes is not None or args.link is not None:
             from hpclab.cluster import vnodes  # multi-node mode on one machine
 
-            report = vnodes.up(nodes=args.nodes or 2, cpus_per_node=args.cpus_per_node, link=args.link or "unshaped")
+            report = vnodes.up(nodes=2 if args.nodes is None else args.nodes, cpus_per_node=args.cpus_per_node,
+                               link=args.link or "unshaped")
         else:
             report = local.up(nodes=nodes)
         verb = "already running" if report.already_running else f"started in {report.seconds:.1f} s"

@@ -260,7 +260,7 @@ SlurmdTimeout=120
 Waittime=0
 
 AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
+AccountingStorageHost={ctl_addr}
 AccountingStoragePort={PORTS['slurmdbd']}
 # For the slurmdbd connection Slurm takes the munge socket from this option, not from AuthInfo.
 AccountingStoragePass={lay.munge_socket}

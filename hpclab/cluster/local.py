@@ -8,6 +8,8 @@ has no other Slurm configured, and otherwise through `eval "$(hpclab cluster env
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -97,6 +99,36 @@ def daemons(lay: Layout, nodes: list[Node]) -> list[Daemon]:
     return [munge_daemon(lay), mariadb_daemon(lay), slurmdbd_daemon(lay), slurmctld_daemon(lay)] + [
         slurmd_daemon(lay, n) for n in nodes
     ]
+
+
+# --- one `up` or `down` at a time -------------------------------------------------------------
+
+_lock_depth = 0
+
+
+@contextlib.contextmanager
+def cluster_lock(lay: Layout | None = None):
+    """Serialise `up` and `down` across processes (two notebooks, a test and a terminal may start
+    the cluster at the same moment; two munged started in one second leave one without a pid
+    file). Re-entrant within a process, so vnodes.up may call local.up."""
+    global _lock_depth
+    lay = lay or config.layout()
+    if _lock_depth:
+        _lock_depth += 1
+        try:
+            yield
+        finally:
+            _lock_depth -= 1
+        return
+    lay.root.mkdir(parents=True, exist_ok=True)
+    with open(lay.root / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        _lock_depth = 1
+        try:
+            yield
+        finally:
+            _lock_depth = 0
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # --- up ----------------------------------------------------------------------------------------
@@ -253,6 +285,12 @@ class UpReport:
 
 
 def up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
+    """Start the embedded cluster (idempotent) and wait until every node is idle; see _up."""
+    with cluster_lock():
+        return _up(nodes, timeout)
+
+
+def _up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
     """Start the embedded cluster (idempotent) and wait until every node is idle.
 
     nodes: the Slurm nodes; default is this machine as one node. Returns what was done and how long
@@ -300,6 +338,11 @@ def up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
 
 def down() -> list[str]:
     """Stop every daemon the project started (by pid file), newest first; return their names."""
+    with cluster_lock():
+        return _down()
+
+
+def _down() -> list[str]:
     lay = config.layout()
     nodes = config.load_nodes(lay)
     all_daemons = daemons(lay, nodes)

@@ -277,7 +277,7 @@ def _check_tools() -> None:
                           "run on a machine with the cgroup v1 cpuset controller mounted there")
 
 
-def up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped",
+def _up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped",
        timeout: float = 90.0) -> local.UpReport:
     """Start a cluster of `nodes` virtual nodes with `cpus_per_node` CPUs each, linked by `link`.
 
@@ -400,7 +400,7 @@ def _teardown(lay: Layout) -> list[str]:
     return removed
 
 
-def down() -> list[str]:
+def _down() -> list[str]:
     """Stop every daemon (local.down) and remove the namespaces, links, qdiscs and cgroups the
     project created. Returns the names of what was stopped or removed; also right for the
     single-node cluster, where there is no network to remove."""
@@ -425,3 +425,15 @@ def network_state() -> NetworkState:
     devs = [line.split(":")[1].strip().split("@")[0] for line in r.stdout.splitlines() if ":" in line]
     cgs = sorted(p.name for p in CPUSET_ROOT.glob("hpclab-node*")) if CPUSET_ROOT.is_dir() else []
     return NetworkState(BRIDGE in devs, ns, sorted(d for d in devs if d.startswith("hpclab-v")), cgs)
+
+
+def up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped", **kwargs):
+    """Start the multi-node cluster; one `up`/`down` at a time across processes (see _up)."""
+    with local.cluster_lock():
+        return _up(nodes=nodes, cpus_per_node=cpus_per_node, link=link, **kwargs)
+
+
+def down() -> list[str]:
+    """Stop the cluster and remove its virtual network; serialised like `up` (see _down)."""
+    with local.cluster_lock():
+        return _down()
