@@ -258,6 +258,8 @@ class MPIEngines:
                     f"the engines' job {self.job_id} ended ({info.slurm_state}, exit code "
                     f"{info.exit_code}) before all {self.ranks} engines registered; its log "
                     f"({log}) ends with:\n{_tail(log)}",
+                    "it was cancelled from outside (scancel, or the cluster restarted): start again"
+                    if info.state == "cancelled" else
                     "fix what the log says (site profile, MPI launcher) and start again")
             if info is not None and info.state == "pending":
                 if not told and now > t0 + 5:
