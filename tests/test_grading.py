@@ -162,7 +162,7 @@ def poisson_runs(cluster, tmp_path_factory):
     nodes = len(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True,
                                text=True).stdout.split())
     specs = [{"experiment": "lab-scaling", "kernel": "poisson", "ntasks": p, "label": f"np{p}",
-              "nodes": 1 if p == 1 else min(nodes, 2),
+              "nodes": 1 if p == 1 else max(1, min(nodes, 2)),
               "args": {"n": 256, "grid": f"{p}x1", "iters": 100}} for p in (1, 2)]
     done = experiment.run(specs, progress=False, timeout=600, root=tmp_path_factory.mktemp("runs"))
     return {"np1": done[0].path, "np2": done[1].path}
