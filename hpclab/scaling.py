@@ -12,13 +12,14 @@ import pandas as pd
 from hpclab.errors import HpclabError
 from hpclab.fits import scaling_table
 
-# Bytes one lattice update (one point, one iteration) moves between memory and the core when the
-# grid is far larger than the caches and neighbouring rows stay in cache:
-#   red sweep   : u read + u written back (16 B) + f read (8 B)  = 24 B
-#   black sweep : the same (both colours share every cache line) = 24 B
-#   residuum    : u read + f read                                 = 16 B
-# No write-allocate extra: u's cache lines are read before they are written. --fuse folds the
-# residuum into the black sweep and saves its 16 B.
+BYTE_COUNT_EXPLAINED = """\
+Bytes one lattice update (one point, one iteration) moves between memory and the core, when the
+grid is far larger than the caches and neighbouring rows stay in cache:
+  red sweep   : u read + u written back (16 B) + f read (8 B)  = 24 B
+  black sweep : the same (both colours share every cache line) = 24 B
+  residuum    : u read + f read                                 = 16 B
+No write-allocate extra: u's cache lines are read before they are written.
+--fuse folds the residuum into the black sweep and saves its 16 B."""
 BYTES_PER_UPDATE = {"separate": 64, "fused": 48}
 
 
@@ -119,3 +120,12 @@ def efficiency_by_family(rows: pd.DataFrame, configs: list[dict]) -> pd.DataFram
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
         columns=["ranks", "runs", "seconds", "speedup", "efficiency", "comp_seconds", "comp_speedup",
                  "comp_efficiency", "family"])
+
+
+def triad_specs(size: int, repetitions: int, experiment: str = "roofline") -> list:
+    """STREAM specs measuring one bound rank's Triad bandwidth (the roofline's memory term)."""
+    from hpclab import placement
+
+    case = placement.Case("1 rank, large arrays", {"binding": {"cpu_bind": "cores"}, "omp": {"num_threads": 1}},
+                          "one core streaming arrays far larger than the caches", ntasks=1)
+    return placement.specs([case], size=size, reps=10, repetitions=repetitions, experiment=experiment)
