@@ -31,13 +31,11 @@ sys.path.insert(0, str(REPO))
 from hpclab import paths  # noqa: E402
 from hpclab.errors import HpclabError  # noqa: E402
 
-# One lattice update of the Poisson solver (one point, one iteration) streams, when the grid is
-# far larger than the caches and neighbouring rows stay in cache:
-#   red sweep   : u read + u written back (16 B) + f read (8 B)      = 24 B
-#   black sweep : the same (both colours share every cache line)     = 24 B
-#   residuum    : u read + f read                                     = 16 B
-# No write-allocate extra: u's lines are read before they are written.
-BYTES_PER_UPDATE = 64
+# Bytes per lattice update and why: hpclab.scaling.BYTE_COUNT_EXPLAINED (one definition for the
+# bench, the scaling notebook and the labs).
+from hpclab.scaling import BYTES_PER_UPDATE as _BYTES  # noqa: E402
+
+BYTES_PER_UPDATE = _BYTES["separate"]
 
 PINGPONG_TRANSPORTS = [
     ("default", []),
