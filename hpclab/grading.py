@@ -29,7 +29,7 @@ from pathlib import Path
 from hpclab import paths
 from hpclab.errors import HpclabError
 
-LABS = ("lab-transports", "lab-scaling")   # labs with a grading pipeline (reference answers)
+LABS = ("lab-transports", "lab-scaling", "lab-imbalance")   # labs with a grading pipeline (reference answers)
 KERNEL_NAME = "hpclab-grader"
 NOBODY = 65534
 
@@ -246,7 +246,23 @@ def _reference_scaling(lab_dir: Path) -> dict:
             "dominant_mpi_phase": str(mpi.groupby("phase")["seconds"].sum().idxmax())}
 
 
-REFERENCES = {"lab-transports": _reference_transports, "lab-scaling": _reference_scaling}
+def _reference_imbalance(lab_dir: Path) -> dict:
+    from hpclab import labdata
+    from hpclab.trace import load, mapping, split
+
+    labdata.verify(lab_dir)
+    parts = split.split(load.load_run(labdata.run_dir("traced", lab_dir), cache=False))
+    counts = {name: mapping.internode_messages(8, 8, fn(8, 8, 4))
+              for name, fn in (("linear", mapping.linear_mapping),
+                               ("blocked", mapping.blocked_mapping))}
+    best = min(counts, key=counts.get)
+    return {"T_load": parts.T_load * 1e-9, "T_depend": parts.T_depend * 1e-9,
+            "T_transfer": parts.T_transfer * 1e-9, "ideal_speedup": parts.T_real / parts.T_ideal,
+            "best_mapping": best, "best_internode": counts[best]}
+
+
+REFERENCES = {"lab-transports": _reference_transports, "lab-scaling": _reference_scaling,
+              "lab-imbalance": _reference_imbalance}
 
 
 def reference(lab: str, lab_dir: str | Path = ".") -> dict:
