@@ -237,7 +237,11 @@ def _run(folder: Path, argv: list[str], env: dict, timeout: float, tool: str) ->
     if res.returncode != 0:
         tail = (folder / "stderr").read_text(errors="replace").strip().splitlines()[-4:]
         hint = "read the stderr file in the folder"
-        if any("Illegal instruction" in line or "unhandled instruction" in line for line in tail):
+        if argv[0] == "srun" and any("Unable to allocate" in line or "CANCELLED" in line or "Terminated" in line
+                                     for line in tail):
+            hint = ("Slurm ended or refused the job step (cancelled, or the cluster restarted): "
+                    "check `hpclab cluster status` and run it again")
+        elif any("Illegal instruction" in line or "unhandled instruction" in line for line in tail):
             hint = ("valgrind met an instruction it cannot decode (AVX-512?): profile the "
                     "binary from profiling_binary(), which is built for x86-64-v3")
         raise HpclabError(f"{tool} of poisson failed with exit code {res.returncode} (folder {folder}): "
