@@ -373,7 +373,9 @@ def _stack(ax, parts: pd.DataFrame):
         ax.bar(labels, v, bottom=base, color=COLORS[name], label=name, width=0.6)
         pos += np.where(v >= 0, v, 0)
         neg += np.where(v < 0, v, 0)
-    ax.margins(y=0.08)
+    top = float(pos.max()) if len(pos) else 0.0
+    if top > 0:  # room above the tallest stack; autoscaling clips stacked bars here
+        ax.set_ylim(min(float(neg.min()) * 1.08, 0.0), top * 1.08)
     ax.tick_params(axis="x", labelrotation=20)
     for t in ax.get_xticklabels():
         t.set_horizontalalignment("right")
