@@ -374,6 +374,10 @@ class Spec(_Strict):
     partition: str | None = None
     site: str | None = None
     trace: bool = False
+    # More ranks than cores (e.g. a 2x2 process grid on a 2-core laptop): Slurm is told to
+    # overcommit, and Open MPI to yield the core while it waits. Timings then include waiting for
+    # a core; the course says so wherever it uses this.
+    oversubscribe: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -22,6 +22,9 @@ from hpclab.errors import HpclabError
 from hpclab.site import Partition, Site
 from hpclab.spec import Spec, did_you_mean, time_seconds
 
+# Oversubscription is for teaching on small machines, not for cramming: a few ranks per core at most.
+OVERSUBSCRIBE_FACTOR = 4
+
 
 @dataclass
 class Facts:
@@ -85,14 +88,19 @@ def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
         cores = part.cores_per_node
         total = min(spec.nodes, part.nodes or spec.nodes) * cores
         need = spec.ntasks * spec.cpus_per_task
-        if need > total:
+        if spec.oversubscribe:
+            if need > OVERSUBSCRIBE_FACTOR * total:
+                out.append((f"oversubscribe allows at most {OVERSUBSCRIBE_FACTOR} tasks per core: ntasks={spec.ntasks} x "
+                            f"cpus_per_task={spec.cpus_per_task} = {need} on {total} core(s)",
+                            f"use at most ntasks={OVERSUBSCRIBE_FACTOR * total // spec.cpus_per_task}"))
+        elif need > total:
             out.append((f"more tasks than cores: ntasks={spec.ntasks} x cpus_per_task={spec.cpus_per_task} "
                         f"= {need} cores, but {spec.nodes} node(s) of partition {part.name!r} have {total}",
                         f"use at most ntasks={total // spec.cpus_per_task} with cpus_per_task={spec.cpus_per_task}"
                         f", or more nodes"))
         else:
             per_node = spec.ntasks_per_node or math.ceil(spec.ntasks / spec.nodes)
-            if per_node * spec.cpus_per_task > cores:
+            if per_node * spec.cpus_per_task > cores and not spec.oversubscribe:
                 out.append((f"{per_node} task(s) per node x cpus_per_task={spec.cpus_per_task} does not fit "
                             f"on one node of {part.name!r} ({cores} cores)",
                             "lower ntasks_per_node or cpus_per_task"))

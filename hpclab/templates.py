@@ -56,6 +56,8 @@ def sbatch_options(spec: Spec, site: Site, run_dir: Path) -> dict[str, str]:
     }
     if spec.ntasks_per_node:
         opts["ntasks-per-node"] = str(spec.ntasks_per_node)
+    if spec.oversubscribe:
+        opts["overcommit"] = ""
     for key in ("account", "qos", "constraint"):
         if getattr(site, key):
             opts[key] = str(getattr(site, key))
@@ -71,6 +73,8 @@ def job_environment(spec: Spec, site: Site | None = None) -> dict[str, str]:
     """Variables exported in the job script: the site's env, OpenMP settings, OMPI_MCA_<name>
     for each MCA selection (read by Open MPI under srun and mpirun alike), the spec's env."""
     env = dict(site.env) if site is not None else {}
+    if spec.oversubscribe:
+        env["OMPI_MCA_mpi_yield_when_idle"] = "1"  # ranks sharing a core must not busy-poll
     env.update(spec.omp.env())
     env.update({f"OMPI_MCA_{k}": v for k, v in spec.mca.items()})
     env.update(spec.env)
@@ -90,6 +94,8 @@ def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Pa
     if launcher == "srun":
         words = ["srun", f"--mpi={site.srun_mpi}", f"--cpus-per-task={spec.cpus_per_task}",
                  "--cpu-bind=" + ("verbose," + b.cpu_bind if b.cpu_bind else "verbose")]
+        if spec.oversubscribe:
+            words.append("--overcommit")
         if b.distribution:
             words.append(f"--distribution={shlex.quote(b.distribution)}")
         if b.hint:
@@ -97,7 +103,7 @@ def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Pa
         if trace_env:  # only the kernel gets the tracer, not the script's own commands
             words.append("--export=ALL," + ",".join(trace_env))
     else:
-        words = ["mpirun", "-np", '"$SLURM_NTASKS"']
+        words = ["mpirun", "-np", '"$SLURM_NTASKS"'] + (["--oversubscribe"] if spec.oversubscribe else [])
         for flag, value in (("--map-by", b.map_by), ("--rank-by", b.rank_by), ("--bind-to", b.bind_to)):
             if value:
                 words += [flag, shlex.quote(value)]

@@ -105,3 +105,14 @@ def readable(summary_table: pd.DataFrame) -> pd.DataFrame:
     out["t(0 B) [us], median (min - max)"] = [fmt(r, "latency_us", 2) for _, r in summary_table.iterrows()]
     out["fitted BW [MB/s], median (min - max)"] = [fmt(r, "bandwidth_mb_s", 0) for _, r in summary_table.iterrows()]
     return out
+
+
+def node_specs(max_bytes: int = 1 << 20, repetitions: int = 2, experiment: str = "transports-nodes",
+               label_suffix: str = "") -> list:
+    """Two pingpong specs: both ranks inside one node, and one rank on each of two nodes."""
+    from hpclab import spec
+
+    common = dict(kernel="pingpong", ntasks=2, args={"max_bytes": max_bytes}, repetitions=repetitions,
+                  experiment=experiment)
+    return [spec.make_spec(nodes=1, label=f"intra-node{label_suffix}", **common),
+            spec.make_spec(nodes=2, ntasks_per_node=1, label=f"inter-node{label_suffix}", **common)]

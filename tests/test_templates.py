@@ -126,3 +126,16 @@ def test_missing_template_is_a_clear_error(tmp_path):
     """Is a kernel without a template reported with the folders searched?"""
     with pytest.raises(HpclabError, match="no job template"):
         templates.render(make_spec(kernel="stream"), load_site("local"), Path("/r/x"), dirs=[tmp_path])
+
+
+def test_oversubscribed_job_overcommits_and_yields():
+    """Does an oversubscribed spec ask Slurm to overcommit and tell Open MPI to yield idle cores?"""
+    site = load_site("local")
+    spec = make_spec(kernel="poisson", ntasks=4, oversubscribe=True, args={"grid": "2x2"}, experiment="t")
+    assert templates.sbatch_options(spec, site, Path("/tmp/run"))["overcommit"] == ""
+    assert templates.job_environment(spec, site)["OMPI_MCA_mpi_yield_when_idle"] == "1"
+    assert "--overcommit" in templates.launch_argv(spec, site)
+    mpirun = make_spec(kernel="poisson", ntasks=4, oversubscribe=True, launcher="mpirun", experiment="t")
+    assert "--oversubscribe" in templates.launch_argv(mpirun, site)
+    plain = make_spec(kernel="poisson", ntasks=2, experiment="t")
+    assert "overcommit" not in templates.sbatch_options(plain, site, Path("/tmp/run"))
