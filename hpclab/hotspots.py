@@ -226,14 +226,27 @@ def _solver_args(n: int, iters: int, extra_args) -> list[str]:
     return ["--n", str(n), "--iters", str(iters), *extra, "--json", "result.json"]
 
 
+# srun's allocation reply can be garbled when a stray connection (a busy machine's MPI jobs
+# reusing ephemeral ports) reaches srun's listening socket first; the allocation never happened,
+# so asking once more is safe.
+_SRUN_GARBLED = ("Insane message length", "apparently being written to by something other than Slurm")
+
+
 def _run(folder: Path, argv: list[str], env: dict, timeout: float, tool: str) -> None:
     (folder / "command.txt").write_text(" ".join(argv) + "\n")
-    try:
-        with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
-            res = subprocess.run(argv, cwd=folder, env=env, stdout=out, stderr=err, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise HpclabError(f"{tool} of poisson did not finish within {timeout:.0f} s (folder {folder})",
-                          "profile a smaller grid (n) or fewer iterations (iters)") from None
+    for attempt in (1, 2):
+        try:
+            with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
+                res = subprocess.run(argv, cwd=folder, env=env, stdout=out, stderr=err, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise HpclabError(f"{tool} of poisson did not finish within {timeout:.0f} s (folder {folder})",
+                              "profile a smaller grid (n) or fewer iterations (iters)") from None
+        garbled = argv[0] == "srun" and res.returncode != 0 and any(
+            g in (folder / "stderr").read_text(errors="replace") for g in _SRUN_GARBLED)
+        if not (garbled and attempt == 1):
+            break
+        for name in ("stdout", "stderr"):  # keep the first attempt's output beside the second
+            (folder / name).rename(folder / f"{name}.attempt-1")
     if res.returncode != 0:
         tail = (folder / "stderr").read_text(errors="replace").strip().splitlines()[-4:]
         hint = "read the stderr file in the folder"
