@@ -25,7 +25,10 @@ c.LimitOutput.max_traceback = 50
 # lab folder's content (the notebook and data/). The student id is the zip's name.
 c.ZipCollectApp.collector_plugin = "nbgrader.plugins.FileNameCollectorPlugin"
 c.FileNameCollectorPlugin.named_regexp = r".*/extracted/(?P<student_id>[A-Za-z0-9_.-]+)/(?P<file_id>.+)"
-# run folders hold extension-less files (stdout, stderr) and .json/.txt/.xml/.sh/.yaml ones
-c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".json", ".txt", ".xml", ".sh", ".yaml", ""]
+# run folders hold extension-less files (stdout, stderr), .json/.txt/.xml/.sh/.yaml ones and
+# traces (.mpit) and a few others; a file type missing here is dropped at collection and the run then fails
+# labdata.verify ("... was removed after packing")
+c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".json", ".txt", ".xml", ".sh", ".yaml", ".mpit",
+                                         ".csv", ".log", ".out", ".data", ""]
 
 c.CourseDirectory.max_file_size = 20000   # kB per file copied into a submission (run data included)

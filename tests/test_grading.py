@@ -168,6 +168,90 @@ def poisson_runs(cluster, tmp_path_factory):
     return {"np1": done[0].path, "np2": done[1].path}
 
 
+def _grade_full_and_unchanged(lab, runs, tmp_path):
+    """Release `lab`, submit its full solution and its unchanged release (both with `runs`
+    packed) as zips, collect, autograde, export. Returns (cell scores, CSV rows)."""
+    import zipfile
+
+    import nbformat
+
+    course = grading.init_course(tmp_path / "course", [lab])
+    grading.release(course, lab)
+    src = nbformat.read(course / "source" / lab / f"{lab}.ipynb", as_version=4)
+    rel = nbformat.read(course / "release" / lab / f"{lab}.ipynb", as_version=4)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    for student, nb in (("full", grading._answered(rel, src)), ("unchanged", rel)):
+        folder = tmp_path / student
+        folder.mkdir()
+        nbformat.write(nb, folder / f"{lab}.ipynb")
+        labdata.pack(runs, folder)
+        with zipfile.ZipFile(downloads / f"{student}.zip", "w") as z:
+            for p in sorted(folder.rglob("*")):
+                if p.is_file():
+                    z.write(p, p.relative_to(folder))
+    assert grading.collect(course, lab, downloads) == ["full", "unchanged"]
+    grading.autograde(course, lab, timeout=60)
+    return grading.cell_scores(course, lab), grading.export(course, tmp_path / "grades.csv")
+
+
+@pytest.fixture(scope="module")
+def traced_run(cluster, tmp_path_factory):
+    """{traced: run folder}: a real traced two-rank Poisson run (as lab-imbalance's Measure cell)."""
+    from hpclab import experiment
+
+    spec = {"experiment": "lab-imbalance", "kernel": "poisson", "ntasks": 2, "label": "traced",
+            "trace": True, "args": {"n": 301, "grid": "1x2", "iters": 100}}
+    done = experiment.run(spec, progress=False, timeout=600, root=tmp_path_factory.mktemp("runs"))
+    return {"traced": done[0].path}
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("lab, runs", [("lab-scaling", "poisson_runs"), ("lab-imbalance", "traced_run")])
+def test_lab_full_solution_gets_full_marks(lab, runs, request, tmp_path):
+    """Graded by nbgrader on real runs, does each lab's solution get every point, the unchanged
+    release none, and the CSV say so?"""
+    cells, rows = _grade_full_and_unchanged(lab, request.getfixturevalue(runs), tmp_path)
+    assert all(score == mx > 0 for score, mx in cells["full"].values()), cells["full"]
+    assert all(score == 0 for score, _ in cells["unchanged"].values())
+    assert {r["student_id"]: float(r["score"]) for r in rows} == {
+        "full": sum(mx for _, mx in cells["full"].values()), "unchanged": 0.0}
+
+@pytest.mark.parametrize("lab", grading.LABS)
+def test_release_removes_solutions_and_hidden_tests(lab, tmp_path):
+    """Does nbgrader's release of each lab keep the visible tests and stubs but no solution and
+    no hidden test, and does every graded cell carry points and open with a docstring?"""
+    import nbformat
+
+    course = grading.init_course(tmp_path / "course", [lab])
+    released = grading.release(course, lab) / f"{lab}.ipynb"
+    text = released.read_text()
+    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+    assert "grading.reference" not in text     # the reference call lives in hidden tests only
+    assert "raise NotImplementedError()" in text
+    source = nbformat.read(course / "source" / lab / f"{lab}.ipynb", as_version=4)
+    graded = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded and all(c.metadata["nbgrader"]["points"] > 0 for c in graded)
+    assert all(c.source.lstrip().startswith('"""') for c in graded)
+    assert all(not c.outputs for c in source.cells if c.cell_type == "code")
+
+
+@pytest.fixture(scope="module")
+def poisson_runs(cluster, tmp_path_factory):
+    """{np1, np2: run folder}: real Poisson runs on one and two ranks (as the lab's Measure cell)."""
+    import subprocess
+
+    from hpclab import experiment
+
+    nodes = len(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True,
+                               text=True).stdout.split())
+    specs = [{"experiment": "lab-scaling", "kernel": "poisson", "ntasks": p, "label": f"np{p}",
+              "nodes": 1 if p == 1 else max(1, min(nodes, 2)),
+              "args": {"n": 256, "grid": f"{p}x1", "iters": 100}} for p in (1, 2)]
+    done = experiment.run(specs, progress=False, timeout=600, root=tmp_path_factory.mktemp("runs"))
+    return {"np1": done[0].path, "np2": done[1].path}
+
+
 @pytest.mark.cluster
 def test_scaling_lab_full_solution_gets_full_marks(poisson_runs, tmp_path):
     """Graded by nbgrader on real Poisson runs, does the lab-scaling solution get every point
