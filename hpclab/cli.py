@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hpclab: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and friends: not an error of ours
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ class Config:
 
     grid: str
     exchange: str
+    oversubscribe: bool = False  # more ranks than the job's CPUs: Slurm overcommits (see spec)
 
     @property
     def ntasks(self) -> int:
@@ -79,16 +80,16 @@ def physical_cores() -> int:
 
 
 def configurations(slots: int) -> list[Config]:
-    """The grids to trace for a job of at most `slots` ranks: with 4 or more, 2D 2x2 against the
-    1D grids 4x1 and 1x4 (blocking) plus 2x2 non-blocking; with 2 or 3, the two 1D grids 1x2
-    and 2x1 (blocking) plus 1x2 non-blocking. Raises HpclabError below 2."""
-    if slots >= 4:
-        return [Config("2x2", "blocking"), Config("4x1", "blocking"), Config("1x4", "blocking"),
-                Config("2x2", "nonblocking")]
-    if slots >= 2:
-        return [Config("1x2", "blocking"), Config("2x1", "blocking"), Config("1x2", "nonblocking")]
-    raise HpclabError(f"the cluster offers {slots} CPU(s) per job; tracing a halo exchange needs 2",
-                      "start the cluster on a machine with at least 2 cores")
+    """The grids to trace: 2D 2x2 against the 1D grids 4x1 and 1x4 (blocking), plus 2x2
+    non-blocking. With fewer than 4 CPUs per job (a 2-core laptop) the same four runs are
+    oversubscribed, 4 ranks on `slots` CPUs, and the notebook says what that does to the numbers.
+    Raises HpclabError below 2 CPUs."""
+    if slots < 2:
+        raise HpclabError(f"the cluster offers {slots} CPU(s) per job; tracing a halo exchange needs 2",
+                          "start the cluster on a machine with at least 2 cores")
+    over = slots < 4
+    return [Config("2x2", "blocking", over), Config("4x1", "blocking", over), Config("1x4", "blocking", over),
+            Config("2x2", "nonblocking", over)]
 
 
 def poisson_specs(configs: list[Config], *, n: int, iters: int, repetitions: int,
@@ -99,8 +100,10 @@ def poisson_specs(configs: list[Config], *, n: int, iters: int, repetitions: int
     from hpclab import spec
     out = []
     for c in configs:
-        nodes = max(1, math.ceil(c.ntasks / cores_per_node)) if cores_per_node else 1
+        # An oversubscribed run fits no node count by definition: keep it on one node.
+        nodes = max(1, math.ceil(c.ntasks / cores_per_node)) if cores_per_node and not c.oversubscribe else 1
         out.append(spec.make_spec(kernel="poisson", ntasks=c.ntasks, nodes=nodes, label=c.label, trace=True,
+                                  oversubscribe=c.oversubscribe,
                                   args={"n": n, "grid": c.grid, "exchange": c.exchange, "iters": iters},
                                   repetitions=repetitions, experiment=experiment))
     return out

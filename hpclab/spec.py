@@ -109,6 +109,7 @@ class PoissonArgs(KernelArgs):
     exchange: Literal["blocking", "sendrecv", "nonblocking"] | None = None
     iters: int | None = Field(None, ge=1)
     tol: float | None = Field(None, gt=0)
+    fuse: bool = False  # residuum inside the black sweep: one memory pass less, identical results
 
 
 ARGS_MODELS: dict[str, type[KernelArgs]] = {"stream": StreamArgs, "pingpong": PingpongArgs,

@@ -9,7 +9,7 @@ SYSTEM_PACKAGES=(
   slurm-wlm slurmdbd slurm-client munge mariadb-server
   hwloc libhwloc-dev numactl likwid
   gcc g++ make pkg-config python3-venv python3-dev
-  iproute2 util-linux procps valgrind chromium
+  iproute2 util-linux procps valgrind linux-perf chromium
 )
 
 say() { printf '[setup] %s\n' "$*"; }

@@ -42,14 +42,14 @@ def solver_like(nranks: int, iterations: int, compute: list[int]):
     return b.build()
 
 
-def test_configurations_fit_the_slots():
-    """Does every configuration fit the CPUs the cluster offers, with a 2D grid once 4 fit?"""
+def test_configurations_compare_2d_and_1d_grids_oversubscribing_only_when_needed():
+    """Are the 2D and both 1D grids traced, oversubscribed on a 2-CPU job and not on an 8-CPU one?"""
     two = imb.configurations(2)
-    assert all(c.ntasks == 2 for c in two)
-    assert {c.grid for c in two} == {"1x2", "2x1"}
+    assert all(c.ntasks == 4 and c.oversubscribe for c in two)
+    assert {c.grid for c in two} == {"2x2", "4x1", "1x4"}
     assert {c.exchange for c in two} == {"blocking", "nonblocking"}
     four = imb.configurations(8)
-    assert all(c.ntasks == 4 for c in four)
+    assert all(c.ntasks == 4 and not c.oversubscribe for c in four)
     assert "2D 2x2 blocking" in [c.label for c in four]
     assert [c.label for c in four if c.grid == "4x1"] == ["1D 4x1 blocking"]
 
@@ -65,7 +65,8 @@ def test_specs_are_traced_and_labelled():
     specs = imb.poisson_specs(imb.configurations(2), n=40, iters=3, repetitions=2, experiment="t05")
     assert all(s.trace and s.repetitions == 2 and s.kernel == "poisson" for s in specs)
     assert [s.label for s in specs] == [c.label for c in imb.configurations(2)]
-    assert specs[1].args.grid == "2x1" and specs[1].args.iters == 3
+    assert specs[1].args.grid == "4x1" and specs[1].args.iters == 3
+    assert all(s.oversubscribe for s in specs), "4 ranks on 2 CPUs are oversubscribed"
 
 
 def test_oversubscription_sentence():

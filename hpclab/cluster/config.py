@@ -242,6 +242,9 @@ SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
 MpiDefault=pmix
+# srun listens for its tasks on ports of this range, above Linux's ephemeral range (32768-60999),
+# so that no other program's outgoing connection can land on srun's socket.
+SrunPortRange=61000-61999
 LaunchParameters=use_interactive_step
 
 # Scheduling: consumable cores, so jobs share a node core by core; the builtin scheduler starts a
