@@ -363,6 +363,8 @@ class MPIEngines:
         ar = self.client[:].execute(code, block=False, silent=False)
         done = ar.wait(timeout)
         seconds = time.monotonic() - t0
+        if done:
+            ar.wait_for_output(10)  # printed text can arrive after the result
         stdout = {eid: out for eid, out in zip(self.client.ids, ar.stdout)}
         if done:
             error = None
