@@ -6,13 +6,15 @@ PY     := $(VENV)/bin/python
 HPCLAB := $(VENV)/bin/hpclab
 PYTEST_ARGS ?=
 
-.PHONY: help setup build cluster-up cluster-down cluster-status course test bench lab grade-demo release clean
+.PHONY: help setup build cluster-up cluster-down cluster-status course test bench lab grade-demo grade clean
 
 help:
 	@echo "make course        set up, start the local cluster, run every notebook and lab, write the report"
 	@echo "make test          set up, start the local cluster, run the tests"
 	@echo "make lab           JupyterLab on localhost with the course"
 	@echo "make bench         benchmarks into build/bench/"
+	@echo "make grade-demo    grade a simulated class with nbgrader (one line per student)"
+	@echo "make grade STEP=.. instructor pipeline step (see grader/README.md)"
 	@echo "make cluster-up | cluster-down | cluster-status"
 
 setup:
@@ -44,6 +46,11 @@ lab: cluster-up
 
 grade-demo: setup
 	@$(HPCLAB) course grade-demo
+
+# Instructor pipeline, one step at a time (see grader/README.md):
+#   make grade STEP=release COURSE=~/class LAB=lab-transports   (steps: init release collect autograde feedback export)
+grade: setup
+	@$(PY) -m hpclab.grading $(STEP) $(COURSE) $(LAB) $(ARGS)
 
 clean:
 	rm -rf build/bin build/lib build/course build/bench
