@@ -29,7 +29,7 @@ from pathlib import Path
 from hpclab import paths
 from hpclab.errors import HpclabError
 
-LABS = ("lab-transports", "lab-scaling", "lab-imbalance")   # labs with a grading pipeline (reference answers)
+LABS = ("lab-transports", "lab-scaling", "lab-imbalance", "lab-placement")   # labs with a grading pipeline (reference answers)
 KERNEL_NAME = "hpclab-grader"
 NOBODY = 65534
 
@@ -261,8 +261,42 @@ def _reference_imbalance(lab_dir: Path) -> dict:
             "best_mapping": best, "best_internode": counts[best]}
 
 
+PLACEMENT_ROLES = {"pitfall": ("pitfall-1", "pitfall-2"), "fix": ("fix-1", "fix-2")}
+
+
+def _reference_placement(lab_dir: Path) -> dict:
+    from hpclab import labdata, placement
+
+    # each section of the lab packs its own runs: answers whose runs are not packed are left
+    # out (their tests fail), the others are graded
+    packed = labdata.verify(lab_dir)
+    out: dict = {"binding": {}, "launcher": {}, "allowed": {}}
+    for role in ("distinct", "unbound"):
+        if role not in packed:
+            continue
+        run = labdata.runs([role], lab_dir)[0]
+        spec = run.folder.spec()
+        out["binding"][role] = {k: v for k, v in (spec.get("binding") or {}).items()
+                                if v is not None and k != "report_bindings"}
+        out["launcher"][role] = spec.get("launcher") or "srun"
+        # rank -> allowed CPUs, as the kernel reported them (JSON keys are strings)
+        out["allowed"][role] = {str(p["rank"]): sorted(p["allowed"]) for p in run.result()["placement"]}
+    pitfall_roles = [r for case in PLACEMENT_ROLES.values() for r in case]
+    if not set(pitfall_roles) <= set(packed):
+        return out
+    runs = labdata.runs(pitfall_roles, lab_dir)
+    table = placement.summary(placement.job_rates(runs))
+    bad, good = placement.PITFALL_CASES[0].label, placement.PITFALL_CASES[1].label
+    out["job_mb_s"] = {"pitfall": float(table.loc[bad, "job_mb_s_median"]),
+                       "fix": float(table.loc[good, "job_mb_s_median"])}
+    out["shared_cpu"] = {"pitfall": bool(table.loc[bad, "shared_cpu"]),
+                         "fix": bool(table.loc[good, "shared_cpu"])}
+    out["lost"] = float(placement.lost_fraction(table, bad, good))
+    return out
+
+
 REFERENCES = {"lab-transports": _reference_transports, "lab-scaling": _reference_scaling,
-              "lab-imbalance": _reference_imbalance}
+              "lab-imbalance": _reference_imbalance, "lab-placement": _reference_placement}
 
 
 def reference(lab: str, lab_dir: str | Path = ".") -> dict:

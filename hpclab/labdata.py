@@ -130,6 +130,21 @@ def roles(lab_dir: str | Path = ".") -> dict[str, str]:
     return {e.get("role"): rid for rid, e in manifest(lab_dir)["runs"].items()}
 
 
+def runs(role_names, lab_dir: str | Path = ".") -> list:
+    """The packed runs playing `role_names` (in that order) as hpclab.experiment.Run objects, for
+    analyses that take runs (e.g. hpclab.placement.job_rates). Raises HpclabError for a role
+    no packed run plays."""
+    from hpclab.experiment import Run
+    from hpclab.runs import RunFolder
+    from hpclab.spec import make_spec
+
+    out = []
+    for role in role_names:
+        folder = RunFolder(run_dir(role, lab_dir))
+        out.append(Run(folder=folder, spec=make_spec(folder.spec())))
+    return out
+
+
 def table(role: str, lab_dir: str | Path = "."):
     """The tidy table of the packed run playing `role` (hpclab.parse.parse_run of its folder)."""
     from hpclab import parse

@@ -284,3 +284,48 @@ def test_scaling_lab_full_solution_gets_full_marks(poisson_runs, tmp_path):
     rows = grading.export(course, tmp_path / "grades.csv")
     assert {r["student_id"]: float(r["score"]) for r in rows} == {
         "full": sum(mx for _, mx in cells["full"].values()), "unchanged": 0.0}
+
+
+@pytest.fixture(scope="module")
+def placement_runs(cluster, tmp_path_factory):
+    """{role: run folder}: the real STREAM runs lab-placement packs (as its cells make them):
+    the srun and mpirun placements of its solution, and the pitfall and fix-1 cases twice each."""
+    from hpclab import experiment, placement
+
+    root = tmp_path_factory.mktemp("runs")
+    stream = {"experiment": "lab-placement", "kernel": "stream", "ntasks": 2,
+              "omp": {"num_threads": 1}, "args": {"size": 100_000, "reps": 10}}
+    specs = [dict(stream, label="distinct", launcher="srun", binding={"cpu_bind": "cores"}),
+             dict(stream, label="unbound", launcher="mpirun",
+                  binding={"map_by": "core", "bind_to": "none"})]
+    cases = placement.PITFALL_CASES[:2]
+    specs += placement.specs(cases, size=100_000, reps=10, repetitions=2, experiment="lab-placement")
+    done = experiment.run(specs, progress=False, timeout=600, root=root)
+    name = {cases[0].label: "pitfall", cases[1].label: "fix"}
+    out = {"distinct": done[0].path, "unbound": done[1].path}
+    for run in done[2:]:
+        role = next(r for r in grading.PLACEMENT_ROLES[name[run.spec.label]] if r not in out)
+        out[role] = run.path
+    return out
+
+
+@pytest.mark.cluster
+def test_placement_reference_grades_only_the_packed_sections(placement_runs, tmp_path):
+    """With only the srun placement packed, does the reference give its binding and allowed
+    sets (one CPU per rank, as srun --cpu-bind=cores made them) and leave the pitfall out?"""
+    labdata.pack({"distinct": placement_runs["distinct"]}, tmp_path)
+    ref = grading.reference("lab-placement", tmp_path)
+    assert ref["binding"] == {"distinct": {"cpu_bind": "cores"}}
+    assert all(len(s) == 1 for s in ref["allowed"]["distinct"].values())
+    assert "lost" not in ref and "job_mb_s" not in ref
+
+
+@pytest.mark.cluster
+def test_placement_lab_full_solution_gets_full_marks(placement_runs, tmp_path):
+    """Graded by nbgrader on real STREAM runs, does the lab-placement solution get every point,
+    the unchanged release none, and the CSV say so?"""
+    cells, rows = _grade_full_and_unchanged("lab-placement", placement_runs, tmp_path)
+    assert all(score == mx > 0 for score, mx in cells["full"].values()), cells["full"]
+    assert sum(mx for _, mx in cells["full"].values()) == 7
+    assert all(score == 0 for score, _ in cells["unchanged"].values())
+    assert {r["student_id"]: float(r["score"]) for r in rows} == {"full": 7.0, "unchanged": 0.0}
