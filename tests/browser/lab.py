@@ -62,7 +62,8 @@ def menu(page, top: str, item: str) -> None:
 
 def run_all(page, timeout_ms: int) -> None:
     """Run > Run All Cells, then wait until every code cell has an execution count and the
-    kernel is idle. Raises playwright's TimeoutError when that does not happen in time."""
+    kernel is idle, or execution stopped at an error (see error_outputs). Raises playwright's
+    TimeoutError when neither happens in time."""
     menu(page, "Run", "Run All Cells")
     try:
         _wait_all_executed(page, timeout_ms)
@@ -79,8 +80,12 @@ def _wait_all_executed(page, timeout_ms: int) -> None:
             const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
             if (!prompts.length) return false;
             const done = prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+            const busy = prompts.some(p => p.textContent.includes('*'));
             const st = panel.querySelector('.jp-Notebook-ExecutionIndicator');
-            return done && st && st.dataset.status === 'idle';
+            const idle = st && st.dataset.status === 'idle';
+            // Run All stops at a cell that raised: idle, nothing queued, an error shown.
+            const failed = panel.querySelector('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
+            return idle && !busy && (done || !!failed);
         }""", timeout=timeout_ms, polling=500)
 
 
