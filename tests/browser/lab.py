@@ -21,6 +21,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
     "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    # The tests open the course's own notebooks: outputs must never be saved into them.
+    "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
 }
 
 
