@@ -217,6 +217,7 @@ def test_lab_full_solution_gets_full_marks(lab, runs, request, tmp_path):
     assert {r["student_id"]: float(r["score"]) for r in rows} == {
         "full": sum(mx for _, mx in cells["full"].values()), "unchanged": 0.0}
 
+
 @pytest.fixture(scope="module")
 def placement_runs(cluster, tmp_path_factory):
     """{role: run folder}: the real STREAM runs lab-placement packs (as its cells make them):
