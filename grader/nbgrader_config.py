@@ -32,3 +32,11 @@ c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".json", ".txt", ".xml", ".sh",
                                          ".csv", ".log", ".out", ".data", ""]
 
 c.CourseDirectory.max_file_size = 20000   # kB per file copied into a submission (run data included)
+
+# The exchange (release/fetch/submit/collect between instructor and students on one machine or a
+# shared JupyterHub file system). Default /usr/local/share/nbgrader/exchange needs a system-wide
+# folder; on a laptop it lives next to the course folder. On a JupyterHub, point it at a folder
+# every user can reach (see grader/README.md).
+import os  # noqa: E402
+
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nbgrader-exchange"))
