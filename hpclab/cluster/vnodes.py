@@ -193,6 +193,23 @@ def mca_params(oversubscribed: bool) -> str:
     return base.rstrip("\n") + "\n" + "\n".join(extra) + "\n"
 
 
+def _under_tmp(lay: config.Layout) -> list[str]:
+    """Paths (relative to /tmp) of the folders jobs on a node need that lie below /tmp: the
+    repository, the cluster state and the run folders; nested ones are covered by their parent."""
+    import shlex
+
+    from hpclab import paths
+
+    rels = []
+    for p in sorted({Path(os.path.realpath(x)) for x in (paths.repo(), lay.root, paths.runs_dir())}, key=lambda p: len(p.parts)):
+        if p.parts[:2] != ("/", "tmp") or len(p.parts) < 3:
+            continue
+        if any(p.is_relative_to(Path("/tmp") / r) for r in rels):
+            continue
+        rels.append(str(p.relative_to("/tmp")))
+    return [shlex.quote(r) for r in rels]
+
+
 def launch_prefix(lay: Layout, node: Node) -> list[str]:
     """The wrapper that starts a node's slurmd inside its namespaces and CPU subset.
 
@@ -203,13 +220,18 @@ def launch_prefix(lay: Layout, node: Node) -> list[str]:
     """
     d = node_dir(lay, node.name)
     cpus = ",".join(map(str, node.cpuset))
+    # The private /tmp is mounted last: the node's own files, and the repository and state when
+    # they live below /tmp (a checkout in /tmp, as CI may use), must still be reachable. Those
+    # folders are bound into the node's /tmp at the same place first.
+    keep = [f"mkdir -p {d / 'tmp'}/{rel} && mount --bind /tmp/{rel} {d / 'tmp'}/{rel}" for rel in _under_tmp(lay)]
     script = "\n".join([
         "set -e",
         f"echo $$ > {cgroup_dir(node.netns) / 'tasks'}",
         f"hostname {node.name}",
-        f"mount --bind {d / 'tmp'} /tmp",
         f"mount --bind {d / 'hosts'} /etc/hosts",
         f"if [ -e {OMPI_SYSTEM_MCA} ]; then mount --bind {d / 'openmpi-mca-params.conf'} {OMPI_SYSTEM_MCA}; fi",
+        *keep,
+        f"mount --rbind {d / 'tmp'} /tmp",  # rbind: carries the folders bound into it
         f'exec taskset --cpu-list {cpus} "$@"',
     ])
     return ["nsenter", f"--net={NETNS_DIR / node.netns}", "unshare", "--uts", "--mount", "--propagation", "private",
