@@ -13,7 +13,7 @@ Events table: one row per event, sorted by (rank, seq), index 0..n-1.
 | seq         | int64  | per-rank order, strictly increasing within a rank |
 | t_enter     | int64  | ns, entry time, already corrected to rank 0's clock by the loader |
 | t_exit      | int64  | ns, exit time (>= t_enter; the next event on the rank enters >= this) |
-| call        | str    | one of CALLS below |
+| call        | category | one of CALLS below (categories: CALLS first, then any unknown names) |
 | peer        | int64  | world rank the message goes to (sends) / came from (receives: the MATCHED source, from the status); -1 none; -2 MPI_PROC_NULL |
 | tag         | int64  | tag (receives: the matched tag); -1 none |
 | comm        | int64  | communicator id (0 = MPI_COMM_WORLD); for Cart_create/Comm_split/Comm_dup the communicator passed in (the parent) |
@@ -59,6 +59,7 @@ CALLS = (P2P_SEND + P2P_RECV + ("MPI_Sendrecv",) + WAITS + COLLECTIVES
 
 PROC_NULL = -2
 NO_PEER = -1
+_CALL_INDEX = {c: i for i, c in enumerate(CALLS)}
 
 INT_COLUMNS = ("rank", "seq", "t_enter", "t_exit", "peer", "tag", "comm", "bytes", "req",
                "root", "recv_peer", "recv_tag", "recv_bytes")
@@ -129,13 +130,37 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
         except (TypeError, ValueError) as err:
             raise HpclabError(f"events column {c!r} is not integer ({err})",
                               "check the loader output against hpclab/trace/events.py") from None
-    out["call"] = df["call"].astype(str).to_numpy()
+    # A closed vocabulary: as a categorical, "which events are sends" is an integer lookup, not
+    # a string comparison per event (this halves the cost of validating and replaying a trace).
+    call = df["call"].astype(str).to_numpy(dtype=object)
+    unknown = sorted(set(pd.unique(call).tolist()) - set(CALLS))
+    out["call"] = pd.Categorical(call, categories=list(CALLS) + unknown)
     out["name"] = df["name"].fillna("").astype(str).to_numpy()
     out["completes"] = pd.Series(
         [tuple(int(x) for x in v) if isinstance(v, (tuple, list, np.ndarray)) else ()
          for v in df["completes"]], index=out.index, dtype=object)
     out = out[list(COLUMNS)]
     return out.sort_values(["rank", "seq"], kind="stable").reset_index(drop=True)
+
+
+def call_codes(ev: pd.DataFrame) -> np.ndarray:
+    """Per event, the position of its call in CALLS (int64; -1 for a name not in CALLS).
+
+    Free on a normalised table (its categorical codes); any other table is encoded here."""
+    col = ev["call"]
+    if isinstance(col.dtype, pd.CategoricalDtype) and \
+            tuple(col.cat.categories[:len(CALLS)]) == CALLS:
+        codes = col.cat.codes.to_numpy().astype(np.int64)
+        codes[codes >= len(CALLS)] = -1
+        return codes
+    return pd.Categorical(col.astype(str), categories=CALLS).codes.astype(np.int64)
+
+
+def calls_in(codes: np.ndarray, names) -> np.ndarray:
+    """Boolean mask: the events (given by call_codes) whose call is one of `names`."""
+    table = np.zeros(len(CALLS) + 1, dtype=bool)  # last slot: unknown (-1)
+    table[[_CALL_INDEX[n] for n in names]] = True
+    return table[codes]
 
 
 def check(trace: Trace) -> list[Problem]:
@@ -158,18 +183,19 @@ def check(trace: Trace) -> list[Problem]:
     seq = ev["seq"].to_numpy()
     te = ev["t_enter"].to_numpy()
     tx = ev["t_exit"].to_numpy()
-    call = ev["call"].to_numpy()
+    codes = call_codes(ev)
+    call = ev["call"]
 
     def add(fatal, i, what):
-        out.append(Problem(fatal, int(rank[i]), int(seq[i]), str(call[i]), what))
+        out.append(Problem(fatal, int(rank[i]), int(seq[i]), str(call.iat[i]), what))
 
     if not (np.all(np.diff(rank) >= 0)):
         out.append(Problem(True, None, None, None, "events are not sorted by rank; "
                            "pass the table through hpclab.trace.events.normalise"))
         return out
-    bad = np.flatnonzero(~np.isin(call, CALLS))
+    bad = np.flatnonzero(codes < 0)
     for i in bad[:5]:
-        add(True, i, f"unknown call name {call[i]!r}")
+        add(True, i, f"unknown call name {call.iat[i]!r}")
     same = rank[1:] == rank[:-1]
     for i in np.flatnonzero(same & (seq[1:] <= seq[:-1]))[:5]:
         add(True, i + 1, f"seq does not increase (previous seq {seq[i]})")
@@ -182,14 +208,14 @@ def check(trace: Trace) -> list[Problem]:
     for i in np.flatnonzero((peer >= n) | (peer < PROC_NULL))[:5]:
         add(True, i, f"peer {peer[i]} is not a rank of this {n}-rank run")
     root = ev["root"].to_numpy()
-    rooted = np.isin(call, ("MPI_Bcast", "MPI_Reduce"))
+    rooted = calls_in(codes, ("MPI_Bcast", "MPI_Reduce"))
     for i in np.flatnonzero(rooted & ((root < 0) | (root >= n)))[:5]:
         add(True, i, f"root {root[i]} is not a rank of this {n}-rank run")
-    out.extend(_check_regions(ev))
+    out.extend(_check_regions(ev, codes))
     present = set(np.unique(rank).tolist())
     for r in sorted(set(range(n)) - present)[:5]:
         out.append(Problem(False, r, None, None, "has no events (its trace file is missing or empty)"))
-    fin = set(np.unique(rank[call == "MPI_Finalize"]).tolist())
+    fin = set(np.unique(rank[codes == _CALL_INDEX["MPI_Finalize"]]).tolist())
     for r in sorted(present - fin)[:5]:
         last = np.flatnonzero(rank == r)[-1]
         add(False, last, "is the last event: MPI_Finalize was never reached (crashed or killed run?); "
@@ -198,9 +224,42 @@ def check(trace: Trace) -> list[Problem]:
     return out
 
 
-def _check_regions(ev: pd.DataFrame) -> list[Problem]:
+def _regions_well_nested(rank: np.ndarray, begin: np.ndarray, name: np.ndarray) -> bool:
+    """Vectorised check of the common case: on every rank, region markers nest properly and
+    every end names the region it closes. Each marker gets its nesting level (the depth after a
+    begin, before an end); in a well-nested sequence the markers of one (rank, level) alternate
+    begin, end, begin, ..., each end naming the begin just before it, and each rank closes all."""
+    if len(rank) == 0:
+        return True
+    step = np.where(begin, 1, -1)
+    first = np.r_[True, rank[1:] != rank[:-1]]
+    depth = np.cumsum(step)
+    base = np.maximum.accumulate(np.where(first, np.arange(len(rank)), 0))
+    start_depth = np.where(base > 0, depth[base - 1], 0)  # depth carried over from earlier ranks
+    after = depth - start_depth
+    level = np.where(begin, after, after + 1)
+    if (after < 0).any():
+        return False
+    order = np.lexsort((np.arange(len(rank)), level, rank))
+    b, nm, rk, lv = begin[order], name[order], rank[order], level[order]
+    same = (rk[1:] == rk[:-1]) & (lv[1:] == lv[:-1])
+    grp_first = np.r_[True, ~same]
+    grp_last = np.r_[~same, True]
+    pos = np.arange(len(b)) - np.maximum.accumulate(np.where(grp_first, np.arange(len(b)), 0))
+    if not np.array_equal(b, pos % 2 == 0) or b[grp_last].any():
+        return False
+    ends = np.flatnonzero(~b)
+    return bool(np.all(nm[ends] == nm[ends - 1]))
+
+
+def _check_regions(ev: pd.DataFrame, codes: np.ndarray) -> list[Problem]:
     out = []
-    reg = ev[ev["call"].isin(REGIONS)]
+    sel = calls_in(codes, REGIONS)
+    if _regions_well_nested(ev["rank"].to_numpy()[sel],
+                            codes[sel] == _CALL_INDEX["region_begin"],
+                            ev["name"].to_numpy(dtype=object)[sel]):
+        return out
+    reg = ev[sel]
     for r, grp in reg.groupby("rank", sort=True):
         stack: list[str] = []
         for seq, call, name in zip(grp["seq"], grp["call"], grp["name"]):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hpclab.trace.events import COLLECTIVES, COMM_CREATE, Problem, Trace
+from hpclab.trace.events import CALLS, COLLECTIVES, COMM_CREATE, Problem, Trace, call_codes, calls_in
 
 KEY = ["comm", "src", "dst", "tag"]
 
@@ -36,22 +36,26 @@ class Matching:
     problems: list[Problem]
 
 
-def endpoints(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def endpoints(ev: pd.DataFrame, codes: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Send and receive endpoints of the events table: idx, comm, src, dst, tag, bytes."""
-    call = ev["call"].to_numpy()
+    codes = call_codes(ev) if codes is None else codes
     peer = ev["peer"].to_numpy()
+    rank = ev["rank"].to_numpy()
+    comm = ev["comm"].to_numpy()
+    tag = ev["tag"].to_numpy()
+    nbytes = ev["bytes"].to_numpy()
     idx = np.arange(len(ev))
-    s = (np.isin(call, ("MPI_Send", "MPI_Isend", "MPI_Sendrecv"))) & (peer >= 0)
-    sends = pd.DataFrame({"idx": idx[s], "comm": ev["comm"].to_numpy()[s], "src": ev["rank"].to_numpy()[s],
-                          "dst": peer[s], "tag": ev["tag"].to_numpy()[s], "bytes": ev["bytes"].to_numpy()[s]})
-    r1 = np.isin(call, ("MPI_Recv", "MPI_Irecv")) & (peer >= 0)
+    s = calls_in(codes, ("MPI_Send", "MPI_Isend", "MPI_Sendrecv")) & (peer >= 0)
+    sends = pd.DataFrame({"idx": idx[s], "comm": comm[s], "src": rank[s], "dst": peer[s],
+                          "tag": tag[s], "bytes": nbytes[s]})
+    r1 = calls_in(codes, ("MPI_Recv", "MPI_Irecv")) & (peer >= 0)
     rp = ev["recv_peer"].to_numpy()
-    r2 = (call == "MPI_Sendrecv") & (rp >= 0)
+    r2 = calls_in(codes, ("MPI_Sendrecv",)) & (rp >= 0)
     r = r1 | r2
-    recvs = pd.DataFrame({"idx": idx[r], "comm": ev["comm"].to_numpy()[r],
-                          "src": np.where(r2, rp, peer)[r], "dst": ev["rank"].to_numpy()[r],
-                          "tag": np.where(r2, ev["recv_tag"].to_numpy(), ev["tag"].to_numpy())[r],
-                          "bytes": np.where(r2, ev["recv_bytes"].to_numpy(), ev["bytes"].to_numpy())[r]})
+    recvs = pd.DataFrame({"idx": idx[r], "comm": comm[r],
+                          "src": np.where(r2, rp, peer)[r], "dst": rank[r],
+                          "tag": np.where(r2, ev["recv_tag"].to_numpy(), tag)[r],
+                          "bytes": np.where(r2, ev["recv_bytes"].to_numpy(), nbytes)[r]})
     return sends, recvs
 
 
@@ -60,14 +64,15 @@ def match(trace: Trace, max_problems: int = 20) -> Matching:
     ev = trace.events
     rank = ev["rank"].to_numpy()
     seq = ev["seq"].to_numpy()
-    call = ev["call"].to_numpy()
+    codes = call_codes(ev)
+    call = ev["call"]
     problems: list[Problem] = []
 
     def prob(i, what, fatal=False):
         if len(problems) < max_problems:
-            problems.append(Problem(fatal, int(rank[i]), int(seq[i]), str(call[i]), what))
+            problems.append(Problem(fatal, int(rank[i]), int(seq[i]), str(call.iat[i]), what))
 
-    sends, recvs = endpoints(ev)
+    sends, recvs = endpoints(ev, codes)
     sends["k"] = sends.groupby(KEY, sort=False).cumcount()
     recvs["k"] = recvs.groupby(KEY, sort=False).cumcount()
     m = sends.merge(recvs, on=KEY + ["k"], how="outer", suffixes=("_s", "_r"), indicator=True)
@@ -89,9 +94,9 @@ def match(trace: Trace, max_problems: int = 20) -> Matching:
         prob(row.recv_idx, f"receives fewer bytes than rank {row.src} sent (message truncated)")
     messages = messages.sort_values("send_idx", kind="stable").reset_index(drop=True)
 
-    c = np.isin(call, COLLECTIVES + COMM_CREATE)
+    c = calls_in(codes, COLLECTIVES + COMM_CREATE)
     coll = pd.DataFrame({"idx": np.flatnonzero(c), "comm": ev["comm"].to_numpy()[c], "rank": rank[c],
-                         "call": call[c], "root": ev["root"].to_numpy()[c],
+                         "call": np.asarray(CALLS, dtype=object)[codes[c]], "root": ev["root"].to_numpy()[c],
                          "bytes": ev["bytes"].to_numpy()[c]})
     coll["k"] = coll.groupby(["comm", "rank"], sort=False).cumcount()
     coll["instance"] = coll.groupby(["comm", "k"], sort=True).ngroup()

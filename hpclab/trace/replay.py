@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from hpclab.errors import HpclabError
-from hpclab.trace.events import Trace, validate
+from hpclab.trace.events import CALLS, Trace, call_codes, validate
 from hpclab.trace.matching import match
 from hpclab.trace.model import IDEAL, NetworkModel
 
@@ -41,6 +41,8 @@ _KIND = {"MPI_Send": SEND, "MPI_Recv": RECV, "MPI_Isend": ISEND, "MPI_Irecv": IR
          "MPI_Sendrecv": SENDRECV, "MPI_Barrier": COLL, "MPI_Allreduce": COLL, "MPI_Bcast": COLL,
          "MPI_Reduce": COLL, "MPI_Cart_create": COLL, "MPI_Comm_split": COLL, "MPI_Comm_dup": COLL}
 _CKIND = {"MPI_Bcast": BCAST, "MPI_Reduce": REDUCE}
+# kind per position in CALLS, plus LOCAL for unknown names (code -1 indexes the last slot)
+_KIND_OF_CODE = np.array([_KIND.get(c, LOCAL) for c in CALLS] + [LOCAL], dtype=np.int64)
 
 
 class _Plan:
@@ -64,15 +66,21 @@ class _Plan:
         same = rank[1:] == rank[:-1]
         burst[1:] = np.where(same, te[1:] - tx[:-1], 0)
         np.maximum(burst, 0, out=burst)  # clock glitches inside a rank must not run time backwards
-        kind = ev["call"].map(_KIND).fillna(LOCAL).to_numpy(np.int64)
+        kind = _KIND_OF_CODE[call_codes(ev)]
 
         msgs = mt.messages
         M = len(msgs)
         host = trace.hosts
         src = msgs["src"].to_numpy()
         dst = msgs["dst"].to_numpy()
-        same_node = np.array([host.get(a, a) == host.get(b, b) for a, b in zip(src.tolist(), dst.tolist())]
-                             if host else (src == dst), dtype=bool)
+        if host:  # a node number per rank; a rank without a host is a node of its own
+            top = int(max(src.max(initial=0), dst.max(initial=0), max(host, default=0))) + 1
+            names: dict = {}
+            node = np.array([names.setdefault(host.get(r, ("rank", r)), len(names))
+                             for r in range(top)], dtype=np.int64)
+            same_node = node[src] == node[dst]
+        else:
+            same_node = src == dst
         nbytes = msgs["bytes"].to_numpy()
         xfer = model.p2p_ns(nbytes, same_node)
         ms = np.full(n, -1, dtype=np.int64)

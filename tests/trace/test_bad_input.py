@@ -1,10 +1,13 @@
 """Bad traces: foreign or truncated tables, crashed runs, unmatched messages."""
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hpclab.errors import HpclabError
 from hpclab.trace.builder import TraceBuilder
-from hpclab.trace.events import Trace, check, normalise, validate
+from hpclab.trace.events import Trace, _regions_well_nested, check, normalise, validate
 from hpclab.trace.profile import profile
 from hpclab.trace.replay import replay
 from hpclab.trace.split import split
@@ -92,3 +95,26 @@ def test_deadlock_under_model_names_blocked_ranks():
     b[1].recv(0, 8, 0).send(0, 8, 0)
     with pytest.raises(HpclabError, match="rank 0 seq 1 MPI_Recv.*rank 1 seq 1 MPI_Recv"):
         b.build()
+
+
+def _nesting_problems_by_walking(markers):
+    """The obvious stack walk, per rank: is every region closed by an end that names it?"""
+    stacks: dict = {}
+    for rank, is_begin, name in markers:
+        stack = stacks.setdefault(rank, [])
+        if is_begin:
+            stack.append(name)
+        elif not stack or stack.pop() != name:
+            return True
+    return any(stacks.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.sampled_from("abc")), max_size=30))
+def test_vectorised_region_check_agrees_with_a_stack_walk(markers):
+    """Does the fast region check accept exactly the marker sequences a stack walk accepts?"""
+    markers = sorted(markers, key=lambda m: m[0])  # events are sorted by rank, stable
+    rank = np.array([m[0] for m in markers], dtype=np.int64)
+    begin = np.array([m[1] for m in markers], dtype=bool)
+    name = np.array([m[2] for m in markers], dtype=object)
+    assert _regions_well_nested(rank, begin, name) == (not _nesting_problems_by_walking(markers))

@@ -73,6 +73,7 @@ def test_every_rank_records_the_calls_it_made(traced):
                 "MPI_Barrier": 1, "MPI_Finalize": 1, "region_begin": 3, "region_end": 3}
     for r in range(p):
         got = t.events[t.events["rank"] == r]["call"].value_counts().to_dict()
+        got = {call: n for call, n in got.items() if n}  # the column is categorical: drop zero counts
         assert got.pop("MPI_Test") >= 1  # polled until the send completed
         assert got == expected, f"rank {r}"
     assert t.meta["calls_mapped"] == {"MPI_Comm_free -> dropped": 2 * p}
