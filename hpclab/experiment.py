@@ -197,8 +197,9 @@ def _finish(run: Run, info: slurm.JobInfo) -> None:
             run.folder.write("provenance/sacct.json", json.dumps(records, indent=2) + "\n")
     except HpclabError:
         pass  # accounting unavailable: the status still has Slurm's state and exit code
+    extra = {"nodes": info.nodes} if info.nodes else {}  # a job cancelled while pending has none
     run.folder.set_status(state, slurm_state=info.slurm_state, exit_code=info.exit_code,
-                          reason=reason, elapsed=info.elapsed)
+                          reason=reason, elapsed=info.elapsed, **extra)
 
 
 def refresh(runs: list[Run]) -> list[Run]:
@@ -212,8 +213,9 @@ def refresh(runs: list[Run]) -> list[Run]:
                 continue
             if info.done:
                 _finish(r, info)
-            elif info.state != r.state:
-                r.folder.set_status(info.state, reason=info.reason)
+            elif info.state != r.state or (info.nodes and info.nodes != r.folder.status().get("nodes")):
+                extra = {"nodes": info.nodes} if info.nodes else {}
+                r.folder.set_status(info.state, reason=info.reason, **extra)
     return runs
 
 
@@ -237,7 +239,8 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
     try:
         while True:
             refresh(runs)
-            bar.update([r.state for r in runs])
+            statuses = [r.folder.status() for r in runs]
+            bar.update([st["state"] for st in statuses], [st.get("nodes", "") for st in statuses])
             if all(r.state in slurm.TERMINAL for r in runs):
                 break
             if timeout is not None and time.monotonic() - start > timeout:

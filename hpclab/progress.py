@@ -2,7 +2,8 @@
 
 `JobProgress(total)` picks tqdm's notebook bar when running inside a Jupyter kernel with
 ipywidgets available, and the plain tqdm bar otherwise (on stderr). The bar counts finished jobs
-and shows how many are pending, running and done in its postfix.
+(n of m done) and its elapsed time, and its postfix says how many are pending, running and done
+and on which nodes the jobs run.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class JobProgress:
 
     def __init__(self, total: int, desc: str = "jobs", enabled: bool = True):
         self.bar = None
-        self.total, self.desc, self.states = total, desc, []
+        self.total, self.desc, self.states, self.nodes = total, desc, [], []
         self.started = time.monotonic()
         # Executed headless for the course report (no one watches, widgets are not saved): one
         # plain line per sweep at the end instead of a bar.
@@ -44,21 +45,30 @@ class JobProgress:
             from tqdm import tqdm
         self.bar = tqdm(total=total, desc=desc, unit="job", file=sys.stderr, leave=True)
 
-    def update(self, states: list[str]) -> None:
-        """Show the current state of every job (a list of state names)."""
+    def update(self, states: list[str], nodes: list[str] | None = None) -> None:
+        """Show the current state of every job (state names) and, if given, each job's nodes
+        (Slurm node lists, "" while none is allocated)."""
         self.states = list(states)
+        self.nodes = [n for n in dict.fromkeys(nodes or []) if n]
         if self.bar is None:
             return
         done = sum(s in ("completed", "failed", "timeout", "cancelled") for s in states)
-        counts = {s: states.count(s) for s in dict.fromkeys(states)}
-        self.bar.set_postfix_str(", ".join(f"{k} {v}" for k, v in counts.items()), refresh=False)
+        self.bar.set_postfix_str(self.summary(), refresh=False)
         self.bar.update(done - self.bar.n)
+
+    def summary(self) -> str:
+        """State counts and node lists, e.g. 'running 1, pending 2 | nodes: vn[0-1]'."""
+        counts = {st: self.states.count(st) for st in dict.fromkeys(self.states)}
+        text = ", ".join(f"{k} {v}" for k, v in counts.items())
+        if self.nodes:
+            shown = ", ".join(self.nodes[:4]) + (f" and {len(self.nodes) - 4} more" if len(self.nodes) > 4 else "")
+            text += f" | nodes: {shown}"
+        return text
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
         elif self.plain and self.states:
-            counts = {st: self.states.count(st) for st in dict.fromkeys(self.states)}
             done = sum(st in ("completed", "failed", "timeout", "cancelled") for st in self.states)
-            print(f"{self.desc}: {done} of {self.total} job(s) done in {time.monotonic() - self.started:.1f} s ("
-                  + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")", flush=True)
+            print(f"{self.desc}: {done} of {self.total} job(s) done in "
+                  f"{time.monotonic() - self.started:.1f} s ({self.summary()})", flush=True)

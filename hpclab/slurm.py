@@ -39,7 +39,8 @@ TERMINAL = {"completed", "failed", "timeout", "cancelled"}
 @dataclass
 class JobInfo:
     """What Slurm says about one job: state (run-folder vocabulary), slurm_state (raw),
-    exit_code (of the batch script, None while running), reason, elapsed (Slurm string)."""
+    exit_code (of the batch script, None while running), reason, elapsed (Slurm string),
+    nodes (Slurm's node list, e.g. "vn[0-1]"; empty until nodes are allocated)."""
 
     job_id: str
     state: str
@@ -47,6 +48,7 @@ class JobInfo:
     exit_code: int | None = None
     reason: str = ""
     elapsed: str = ""
+    nodes: str = ""
 
     @property
     def done(self) -> bool:
@@ -112,6 +114,12 @@ def _exit_code(text: str) -> int | None:
     return 128 + sig_i if sig_i and not code_i else code_i
 
 
+def _node_list(text: str) -> str:
+    """Slurm's node list, or "" where it says none is allocated ("(null)", "None assigned")."""
+    text = text.strip()
+    return "" if text in ("", "(null)", "None", "None assigned") else text
+
+
 def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
     """Current state of each job id. Jobs squeue still knows come from squeue; the rest (ended)
     from sacct, whose record keeps the exit code. A job neither knows is reported "pending" (it
@@ -121,13 +129,14 @@ def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
     if not ids:
         return infos
     out = run_slurm(["squeue", "--noheader", "--states=all", f"--jobs={','.join(ids)}",
-                     "--format=%i|%T|%r|%M"], what="ask squeue for job states", check=False)
+                     "--format=%i|%T|%r|%M|%N"], what="ask squeue for job states", check=False)
     for line in out.splitlines():
         parts = line.strip().split("|")
-        if len(parts) == 4 and parts[0] in ids:
+        if len(parts) == 5 and parts[0] in ids:
             st = parts[1].split()[0] if parts[1] else "PENDING"
             infos[parts[0]] = JobInfo(parts[0], STATE_MAP.get(st, "running"), st,
-                                      reason=parts[2] if parts[2] != "None" else "", elapsed=parts[3])
+                                      reason=parts[2] if parts[2] != "None" else "", elapsed=parts[3],
+                                      nodes=_node_list(parts[4]))
     # squeue keeps finished jobs for MinJobAge but without exit codes: ask sacct for all that
     # are not pending/running.
     rest = [j for j in ids if j not in infos or infos[j].done]
@@ -154,7 +163,8 @@ def scontrol_job(job_id: str) -> JobInfo | None:
         return None
     reason = fields.get("Reason", "")
     return JobInfo(str(job_id), STATE_MAP.get(st, "failed"), st, _exit_code(fields.get("ExitCode", "")),
-                   "" if reason == "None" else reason, fields.get("RunTime", ""))
+                   "" if reason == "None" else reason, fields.get("RunTime", ""),
+                   _node_list(fields.get("NodeList", "")))
 
 
 SACCT_FIELDS = ["JobIDRaw", "JobName", "State", "ExitCode", "Reason", "Elapsed", "Start", "End",
@@ -182,6 +192,7 @@ def sacct(job_ids: list[str]) -> dict[str, JobInfo]:
             continue
         st = rec["State"].split()[0] if rec["State"] else "PENDING"  # "CANCELLED by 0"
         infos[jid] = JobInfo(jid, STATE_MAP.get(st, "failed"), st, _exit_code(rec["ExitCode"]),
-                             rec["Reason"] if rec["Reason"] != "None" else "", rec["Elapsed"])
+                             rec["Reason"] if rec["Reason"] != "None" else "", rec["Elapsed"],
+                             _node_list(rec["NodeList"]))
     return infos
 

@@ -24,6 +24,23 @@ def test_every_terminal_slurm_state_maps_to_a_run_state():
     assert set(slurm.STATE_MAP.values()) <= {"pending", "running"} | slurm.TERMINAL
 
 
+@pytest.mark.parametrize("text, nodes", [("vn[0-1]", "vn[0-1]"), ("(null)", ""), ("None assigned", ""), (" vm ", "vm")])
+def test_node_lists_without_nodes_are_empty(text, nodes):
+    """Do squeue's and sacct's ways of saying 'no node yet' all become an empty node list?"""
+    assert slurm._node_list(text) == nodes
+
+
+def test_progress_summary_counts_states_and_names_nodes():
+    """Does the progress line say how many jobs are in each state and where they run?"""
+    from hpclab.progress import JobProgress
+
+    bar = JobProgress(3, enabled=False)
+    bar.update(["running", "pending", "running"], ["vn0", "", "vn[0-1]"])
+    assert bar.summary() == "running 2, pending 1 | nodes: vn0, vn[0-1]"
+    bar.update(["pending"] * 3, [""] * 3)
+    assert bar.summary() == "pending 3"
+
+
 def test_missing_command_is_a_clear_error():
     """Does a Slurm command that is not installed give an HpclabError saying what to install?"""
     with pytest.raises(HpclabError, match="not installed"):
@@ -54,6 +71,7 @@ def test_submit_and_read_exit_code(cluster, tmp_path):
     assert job.isdigit()
     info = _wait_done(job)
     assert (info.state, info.slurm_state, info.exit_code) == ("failed", "FAILED", 3)
+    assert info.nodes, "the node list of an ended job (for the progress display and status.json)"
     rec = slurm.sacct_records([job])
     assert any(r["JobIDRaw"] == job for r in rec)
 
