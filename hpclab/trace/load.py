@@ -175,15 +175,30 @@ def _definitions(rec: np.ndarray, path: Path) -> tuple[dict, dict, np.ndarray]:
     return strings, comms, is_chunk
 
 
+def least_offset(offset: int, rtt: int) -> int:
+    """The smallest clock correction one ping-pong allows.
+
+    The tracer sent at local t1, rank 0 read its clock (t0) before the reply came back at t2,
+    and the estimate is offset = t0 - (t1 + rtt // 2). Causality (t1 <= t0 <= t2 on a common
+    clock) bounds the true offset to [offset - (rtt - rtt // 2), offset + rtt // 2]; of those
+    values the one nearest zero is taken. Ranks that share a clock (one machine, or the
+    virtual nodes, which share a kernel) then get no correction at all, exactly, instead of a
+    few hundred ns of noise from a slow round trip that could make a receive end before its send."""
+    lo, hi = -(rtt // 2), rtt - rtt // 2  # where the estimate of a zero offset can fall
+    if lo <= offset <= hi:
+        return 0
+    return offset - hi if offset > hi else offset - lo
+
+
 def _offset_fn(head: dict):
     """Local ns -> rank 0 ns, linear between the two sync points, constant outside."""
     a, b = head["sync_init"], head["sync_final"]
     if not a["valid"]:
         return lambda t: t
-    o0, t0 = a["offset"], a["t_local"]
+    o0, t0 = least_offset(int(a["offset"]), int(a["rtt"])), a["t_local"]
     if not b["valid"] or b["t_local"] <= t0:
         return lambda t: t + o0
-    o1, t1 = b["offset"], b["t_local"]
+    o1, t1 = least_offset(int(b["offset"]), int(b["rtt"])), b["t_local"]
 
     def fix(t):
         frac = np.clip((t - t0).astype(np.float64) / (t1 - t0), 0.0, 1.0)
@@ -383,7 +398,8 @@ def load_dir(path: str | os.PathLike, strict: bool = True, cache: bool | None = 
     rtts = [v for s in sync.values() for v in (s["rtt_init_ns"], s["rtt_final_ns"]) if v]
     meta = {
         "source": str(folder), "format_version": VERSION, "nranks": size, "records": total,
-        "clock": "CLOCK_MONOTONIC, corrected to rank 0 by ping-pong offsets at Init and Finalize",
+        "clock": "CLOCK_MONOTONIC, corrected to rank 0 by the smallest offsets the ping-pongs at Init "
+                 "and Finalize allow",
         "clock_sync": sync,
         "clock_uncertainty_ns": (max(rtts) // 2) if rtts else 0,
         "calls_recorded": dict(counts), "calls_mapped": mapped,

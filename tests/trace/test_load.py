@@ -16,7 +16,7 @@ from hpclab import paths
 from hpclab.errors import HpclabError
 from hpclab.trace import load
 from hpclab.trace.events import CALLS as CONTRACT_CALLS
-from hpclab.trace.load import HEADER, RECORD, load_dir, load_run
+from hpclab.trace.load import HEADER, RECORD, least_offset, load_dir, load_run
 
 FORMAT_H = paths.repo() / "src" / "mpitrace" / "format.h"
 CODE = {name: code for code, name in load.CALLS.items()}
@@ -132,7 +132,7 @@ def test_irecv_gets_the_matched_source_tag_and_size(tmp_path):
 def test_times_are_shifted_by_the_interpolated_offset(tmp_path):
     """Is each local time moved by the offset interpolated between the Init and Finalize syncs?"""
     # rank 1 is 1000 ns behind rank 0 at local time 0 and 2000 ns behind at local time 4000
-    two_rank_run(tmp_path, sync_init=(0, 1000, 50), sync_final=(4000, 2000, 60))
+    two_rank_run(tmp_path, sync_init=(0, 1000, 0), sync_final=(4000, 2000, 0))
     ev = load_dir(tmp_path).events
     r1 = ev[ev["rank"] == 1].set_index("seq")
     # offset(t) = 1000 + 1000 * t / 4000, held at 2000 after t = 4000
@@ -141,6 +141,22 @@ def test_times_are_shifted_by_the_interpolated_offset(tmp_path):
     assert r1.loc[5, "t_enter"] == 5000 + 2000
     r0 = ev[ev["rank"] == 0].set_index("seq")
     assert r0.loc[2, "t_enter"] == 1000  # rank 0 is the reference
+
+
+@pytest.mark.parametrize("offset, rtt, least", [(0, 0, 0), (25, 50, 0), (-25, 50, 0), (26, 51, 0),
+                                                (-25, 51, 0), (1000, 50, 975), (-1000, 50, -975), (-26, 51, -1)])
+def test_offsets_within_half_a_round_trip_are_no_correction(offset, rtt, least):
+    """Is an offset the round trip cannot tell from zero (a shared clock) left at zero, and a
+    larger one shrunk by what the round trip allows?"""
+    assert least_offset(offset, rtt) == least
+
+
+def test_ranks_sharing_a_clock_are_not_shifted(tmp_path):
+    """A slow sync round trip on one machine gives a nonzero estimate: are the times still raw?"""
+    two_rank_run(tmp_path, sync_init=(0, 300, 800), sync_final=(4000, -350, 900))
+    ev = load_dir(tmp_path).events
+    r1 = ev[ev["rank"] == 1].set_index("seq")
+    assert r1.loc[1, "t_enter"] == 200 and r1.loc[5, "t_enter"] == 5000
 
 
 def test_receive_ending_before_its_send_is_a_clock_violation(tmp_path):
