@@ -256,7 +256,7 @@ def test_annotated_source_shows_the_residuum_lines(runs_root):
     _needs_callgrind()
     p = hotspots.callgrind(n=16, iters=2, slurm=False)
     text = hotspots.annotated_source(p, "static double residuum(", "MPI_Allreduce")
-    assert "point_residual" in text and text.splitlines()[-1].strip().endswith(";")
+    assert "row_residual_max" in text and text.splitlines()[-1].strip().endswith(";")
     with pytest.raises(HpclabError):
         hotspots.annotated_source(p, "no such text anywhere", "x")
 
