@@ -21,7 +21,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -48,13 +47,6 @@ PINGPONG_TRANSPORTS = [
     ("ucx (pml_ucx_tls/devices any)", ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any",
                                         "--mca", "pml_ucx_devices", "any"]),
 ]
-
-# Reference benchmark -> package-name pattern (apt-cache search --names-only, a regex).
-REFERENCES = {
-    "IMB PingPong": "^(intel-mpi-benchmarks|imb-mpi.*)$",
-    "STREAM 5.10": "^(stream|stream-benchmark|mccalpin-stream)$",
-}
-
 
 def env(threads: int, extra: dict | None = None) -> dict:
     e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -211,21 +203,7 @@ def bench_poisson(raw: Path, runs: int, n: int, iters: int, stream_rows: list[di
     return rows
 
 
-def references() -> list[dict]:
-    out = []
-    for name, pkg in REFERENCES.items():
-        found = ""
-        if shutil.which("apt-cache"):
-            p = subprocess.run(["apt-cache", "search", "--names-only", pkg], capture_output=True,
-                               text=True)
-            found = p.stdout.strip()
-        out.append({"reference": name, "apt_search": pkg, "found": found or None,
-                    "status": "packaged (not compared yet)" if found else
-                    "reference not available on this machine"})
-    return out
-
-
-def write_markdown(path: Path, meta: dict, pp: list, st: list, po: list, refs: list) -> None:
+def write_markdown(path: Path, meta: dict, pp: list, st: list, po: list) -> None:
     L = [f"# Kernel benchmarks on {meta['host']}", "",
          f"Measured {meta['date']} with `{meta['command']}`: {meta['runs']} runs per row, "
          "values are min / median / max. Raw reports: "
@@ -282,13 +260,8 @@ def write_markdown(path: Path, meta: dict, pp: list, st: list, po: list, refs: l
     if meta.get("retried"):
         L += ["", "## Runs retried after a failed first attempt", ""]
         L += [f"- {r}" for r in meta["retried"]]
-    L += ["", "## Reference benchmarks", "",
-          "| reference | apt-cache search | ratio |", "|---|---|---|"]
-    for r in refs:
-        pattern = r["apt_search"].replace("|", "\\|")  # a literal | would split the cell
-        L.append(f"| {r['reference']} | `{pattern}`: {r['found'] or 'nothing found'} | "
-                 f"{r['status']} |")
-    L.append("")
+    L += ["", "Against the reference benchmarks (STREAM 5.10, IMB-MPI1 PingPong): "
+          "`build/bench/references.md`, from bench/references.py.", ""]
     path.write_text("\n".join(L))
 
 
@@ -323,20 +296,19 @@ def main(argv=None) -> int:
         # Arrays above the 4x-LLC rule even in quick mode (5M doubles = 40 MB per array).
         st = bench_stream(raw, runs, 5_000_000 if a.quick else 20_000_000)
         po = bench_poisson(raw, runs, 2048 if a.quick else 4096, 20 if a.quick else 40, st)
-        refs = references()
         first = json.loads(next(raw.glob("stream-*.json")).read_text())["config"]
         meta = {"host": os.uname().nodename, "date": dt.datetime.now().isoformat(timespec="seconds"),
                 "command": " ".join(["bench/kernels.py", *(argv if argv is not None else sys.argv[1:])]),
                 "runs": runs, "raw": str(raw.relative_to(paths.repo())),
                 "mpi_library": first["mpi_library"], "build_flags": first["build_flags"],
                 "quick": a.quick, "retried": RETRIED}
-        doc = {"meta": meta, "pingpong": pp, "stream": st, "poisson": po, "references": refs,
+        doc = {"meta": meta, "pingpong": pp, "stream": st, "poisson": po,
                "bytes_per_lattice_update": dict(BYTES_PER_UPDATE)}
         md, js = out_dir / "kernels.md", out_dir / "kernels.json"
         keep_earlier(md)
         keep_earlier(js)
         js.write_text(json.dumps(doc, indent=2) + "\n")
-        write_markdown(md, meta, pp, st, po, refs)
+        write_markdown(md, meta, pp, st, po)
         print(f"wrote {md} and {js}")
         return 0
     except HpclabError as e:

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -100,6 +101,7 @@ def _error_summary(exc: BaseException) -> str:
 def execute_notebook(src: Path, out_dir: Path, timeout: int = 900) -> NotebookResult:
     """Execute one notebook in a fresh kernel; write the executed copy and its HTML into out_dir."""
     import nbformat
+    from traitlets.config import Config
     from nbclient import NotebookClient
     from nbconvert import HTMLExporter
 
@@ -109,9 +111,15 @@ def execute_notebook(src: Path, out_dir: Path, timeout: int = 900) -> NotebookRe
     t0 = time.monotonic()
     error = ""
     try:
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(src.parent)}})
-        client.execute()
+        # Kernel sockets as files in a private folder (ipc) rather than TCP on loopback: nothing
+        # listens on a port, and the kernel has no reason to warn about unencrypted TCP.
+        with tempfile.TemporaryDirectory(prefix="hpclab-kernel-") as sockets:
+            config = Config()
+            config.KernelManager.transport = "ipc"
+            config.KernelManager.ip = str(Path(sockets) / "kernel")
+            client = NotebookClient(nb, config=config, timeout=timeout, kernel_name="python3",
+                                    resources={"metadata": {"path": str(src.parent)}})
+            client.execute()
     except Exception as exc:  # noqa: BLE001 - any failure of a notebook is reported, not raised
         error = _error_summary(exc)
     seconds = time.monotonic() - t0

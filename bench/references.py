@@ -1,0 +1,245 @@
+"""Compare the course's kernels with the reference benchmarks the kernels issue names.
+
+    HPCLAB_STREAM_REF=/path/to/stream.c HPCLAB_IMB=/path/to/IMB-MPI1 \
+        .venv/bin/python bench/references.py [--runs 5]
+
+Neither reference is packaged by Debian or PyPI, and none is shipped with the course (their
+licences and our rule: the course's code is its own). Point these variables at copies you have:
+- HPCLAB_STREAM_REF: McCalpin's stream.c (5.10). It is compiled with exactly the compile line
+  baked into build/bin/stream (its `build_flags`), the same array size and repetitions, and run
+  with the same threads and binding. Goal: our Triad >= 0.98x the reference's.
+- HPCLAB_IMB: an IMB-MPI1 executable (Intel MPI Benchmarks). Both ping-pongs run on 2 ranks,
+  `--bind-to core`, under the same transport selection. Goal: latency <= 1.05x and bandwidth
+  >= 0.95x of IMB's. Bandwidth is recomputed from bytes / t for both (IMB versions disagree on
+  whether a Mbyte is 10^6 or 2^20 bytes).
+Every comparison is paired: ours and the reference alternate, `runs` times each, so a noisy
+neighbour hits both; the table shows min / median / max and the ratio of medians.
+Writes build/bench/references.{md,json} (an earlier report is kept, renamed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.kernels import keep_earlier, run_kernel, stats  # noqa: E402
+from hpclab import paths  # noqa: E402
+from hpclab.errors import HpclabError  # noqa: E402
+
+STREAM_SIZE = 20_000_000   # doubles per array: 160 MB, far above any last-level cache here
+STREAM_REPS = 10           # STREAM 5.10's NTIMES default
+STREAM_CONFIGS = [("1 thread", 1, {}),
+                  ("2 threads, OMP_PROC_BIND=close OMP_PLACES=cores", 2,
+                   {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})]
+PINGPONG_CONFIGS = [("default", []),
+                    ("ob1+vader", ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"]),
+                    ("ob1+tcp", ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"])]
+GOALS = {"stream_triad": 0.98, "latency": 1.05, "bandwidth": 0.95}
+
+
+def run_env(threads: int = 1, omp: dict | None = None) -> dict:
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+             OMP_NUM_THREADS=str(threads))
+    for k in ("OMP_PROC_BIND", "OMP_PLACES"):
+        e.pop(k, None)
+    return {**e, **(omp or {})}
+
+
+def checked(cmd: list[str], env: dict, what: str) -> str:
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [""]
+        raise HpclabError(f"{what} failed (exit {p.returncode}): {tail[0]}",
+                          f"run it by hand: {shlex.join(cmd)}")
+    return p.stdout
+
+
+# --- STREAM ------------------------------------------------------------------------------
+
+def parse_stream_reference(text: str) -> float:
+    """Best Triad rate in MB/s from STREAM 5.10's output; its validation must have passed."""
+    if "Solution Validates" not in text:
+        raise HpclabError("the STREAM reference did not validate its arrays",
+                          "check the copy of stream.c and the array size")
+    m = re.search(r"^Triad:\s+([0-9.]+)", text, re.M)
+    if not m:
+        raise HpclabError("no 'Triad:' line in the STREAM reference's output",
+                          "is HPCLAB_STREAM_REF really McCalpin's stream.c?")
+    return float(m.group(1))
+
+
+def build_stream_reference(src: Path, out_dir: Path, build_flags: str) -> Path:
+    exe = out_dir / "stream-reference"
+    cmd = [*shlex.split(build_flags), f"-DSTREAM_ARRAY_SIZE={STREAM_SIZE}",
+           f"-DNTIMES={STREAM_REPS}", "-mcmodel=medium", "-o", str(exe), str(src)]
+    checked(cmd, run_env(), "compiling the STREAM reference")
+    return exe
+
+
+def compare_stream(src: Path, out_dir: Path, runs: int) -> list[dict]:
+    probe = run_kernel("stream", ["--size", "1000000", "--reps", "2"], out_dir / "probe.json")
+    flags = probe["config"]["build_flags"]
+    exe = build_stream_reference(src, out_dir, flags)
+    rows = []
+    for label, threads, omp in STREAM_CONFIGS:
+        ours, ref = [], []
+        for i in range(runs):
+            doc = run_kernel("stream", ["--size", str(STREAM_SIZE), "--reps", str(STREAM_REPS)],
+                             out_dir / f"stream-{threads}-{i}.json", threads=threads, omp=omp)
+            ours.append(doc["results"]["kernels"]["Triad"]["best_mb_s"])
+            text = checked([str(exe)], run_env(threads, omp), "the STREAM reference")
+            (out_dir / f"stream-reference-{threads}-{i}.txt").write_text(text)
+            ref.append(parse_stream_reference(text))
+        rows.append({"config": label, "build_flags": flags, "array_elements": STREAM_SIZE,
+                     "ours_triad_mb_s": stats(ours), "reference_triad_mb_s": stats(ref),
+                     "ratio": statistics.median(ours) / statistics.median(ref),
+                     "goal": GOALS["stream_triad"]})
+        print(f"  stream {label}: done", flush=True)
+    return rows
+
+
+# --- IMB PingPong --------------------------------------------------------------------------
+
+def parse_imb_pingpong(text: str) -> list[dict]:
+    """Rows (bytes, repetitions, t_usec) of the PingPong table in IMB-MPI1's output."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if "Benchmarking PingPong" in line:
+            inside = True
+            continue
+        if not inside:
+            continue
+        fields = line.split()
+        if fields and fields[0].isdigit() and len(fields) >= 3:
+            rows.append({"bytes": int(fields[0]), "repetitions": int(fields[1]),
+                         "t_usec": float(fields[2])})
+        elif rows and (not fields or line.startswith("#")):
+            break
+    if not rows:
+        raise HpclabError("no PingPong table in IMB's output",
+                          "run it by hand: mpirun -np 2 IMB-MPI1 PingPong")
+    return rows
+
+
+def latency_and_bandwidth(rows: list[dict]) -> tuple[float, float]:
+    """t(0 B) in usec, or of the smallest size, and the peak of bytes / t in MB/s (10^6)."""
+    first = min(rows, key=lambda r: r["bytes"])
+    return first["t_usec"], max(r["bytes"] / r["t_usec"] for r in rows if r["t_usec"] > 0)
+
+
+def compare_pingpong(imb: Path, out_dir: Path, runs: int) -> list[dict]:
+    rows = []
+    for label, mca in PINGPONG_CONFIGS:
+        lat = {"ours": [], "imb": []}
+        bw = {"ours": [], "imb": []}
+        for i in range(runs):
+            doc = run_kernel("pingpong", ["--max-bytes", str(4 << 20), "--no-check"],
+                             out_dir / f"pingpong-{len(rows)}-{i}.json", np=2,
+                             mpirun_opts=["--bind-to", "core", *mca])
+            l, b = latency_and_bandwidth(doc["results"]["rows"])
+            lat["ours"].append(l)
+            bw["ours"].append(b)
+            cmd = ["mpirun", "-np", "2", "--bind-to", "core", *mca, str(imb), "PingPong",
+                   "-msglog", "22"]
+            text = checked(cmd, run_env(), "IMB-MPI1 PingPong")
+            (out_dir / f"imb-{len(rows)}-{i}.txt").write_text(text)
+            l, b = latency_and_bandwidth(parse_imb_pingpong(text))
+            lat["imb"].append(l)
+            bw["imb"].append(b)
+        med = {k: statistics.median(v) for k, v in lat.items()}
+        medb = {k: statistics.median(v) for k, v in bw.items()}
+        rows.append({"transport": label, "mca": " ".join(mca) or "(none)",
+                     "ours_latency_usec": stats(lat["ours"]), "imb_latency_usec": stats(lat["imb"]),
+                     "latency_ratio": med["ours"] / med["imb"],
+                     "ours_peak_mb_s": stats(bw["ours"]), "imb_peak_mb_s": stats(bw["imb"]),
+                     "bandwidth_ratio": medb["ours"] / medb["imb"]})
+        print(f"  pingpong {label}: done", flush=True)
+    return rows
+
+
+# --- report --------------------------------------------------------------------------------
+
+def f3(s: dict, digits: int = 1) -> str:
+    return f"{s['min']:.{digits}f} / {s['median']:.{digits}f} / {s['max']:.{digits}f}"
+
+
+def verdict(ratio: float, goal: float, higher_is_better: bool) -> str:
+    met = ratio >= goal if higher_is_better else ratio <= goal
+    return f"{ratio:.3f} ({'meets' if met else 'misses'} {'>=' if higher_is_better else '<='} {goal})"
+
+
+def write_markdown(path: Path, meta: dict, stream: list | str, pingpong: list | str) -> None:
+    L = ["# Kernels against the reference benchmarks", "",
+         f"Measured {meta['date']} on {meta['host']}, {meta['runs']} paired runs per row "
+         "(ours and the reference alternate); values are min / median / max, ratios are of "
+         f"medians. Raw outputs: `{meta['raw']}`.", "", "## STREAM 5.10 Triad", ""]
+    if isinstance(stream, str):
+        L.append(stream)
+    else:
+        L += [f"Both built with `{stream[0]['build_flags']}`, {STREAM_SIZE} doubles per array, "
+              f"{STREAM_REPS} repetitions (the first untimed), same threads and binding.", "",
+              "| threads | ours [MB/s] | STREAM 5.10 [MB/s] | ours / reference |", "|---|---|---|---|"]
+        L += [f"| {r['config']} | {f3(r['ours_triad_mb_s'])} | {f3(r['reference_triad_mb_s'])} | "
+              f"{verdict(r['ratio'], r['goal'], True)} |" for r in stream]
+    L += ["", "## IMB-MPI1 PingPong (2 ranks, --bind-to core)", ""]
+    if isinstance(pingpong, str):
+        L.append(pingpong)
+    else:
+        L += ["| transport | ours t(0 B) [usec] | IMB t(0 B) [usec] | latency ratio | "
+              "ours peak [MB/s] | IMB peak [MB/s] | bandwidth ratio |", "|---|---|---|---|---|---|---|"]
+        L += [f"| {r['transport']} | {f3(r['ours_latency_usec'], 2)} | {f3(r['imb_latency_usec'], 2)} | "
+              f"{verdict(r['latency_ratio'], GOALS['latency'], False)} | {f3(r['ours_peak_mb_s'])} | "
+              f"{f3(r['imb_peak_mb_s'])} | {verdict(r['bandwidth_ratio'], GOALS['bandwidth'], True)} |"
+              for r in pingpong]
+    L.append("")
+    path.write_text("\n".join(L))
+
+
+def main(argv=None) -> int:
+    import datetime as dt
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5, help="paired repetitions per row (default 5)")
+    a = ap.parse_args(argv)
+    if a.runs < 1:
+        print("error: --runs must be at least 1", file=sys.stderr)
+        return 2
+    out_dir = paths.build_dir() / "bench"
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    raw = out_dir / "raw" / f"references-{stamp}"
+    raw.mkdir(parents=True, exist_ok=False)
+    meta = {"host": os.uname().nodename, "date": dt.datetime.now().isoformat(timespec="seconds"),
+            "runs": a.runs, "raw": str(raw.relative_to(paths.repo()))}
+    results = {}
+    for key, var, fn, hint in [
+            ("stream", "HPCLAB_STREAM_REF", compare_stream, "McCalpin's stream.c"),
+            ("pingpong", "HPCLAB_IMB", compare_pingpong, "an IMB-MPI1 executable")]:
+        given = os.environ.get(var)
+        if not given:
+            results[key] = f"Not compared: set {var} to {hint} to compare (see bench/references.py)."
+        elif not Path(given).is_file():
+            results[key] = f"Not compared: {var}={given} is not a file."
+        else:
+            try:
+                results[key] = fn(Path(given).resolve(), raw, a.runs)
+            except HpclabError as e:
+                results[key] = f"Not compared: {e}"
+        print(f"  {key}: {results[key] if isinstance(results[key], str) else 'compared'}", flush=True)
+    md, js = out_dir / "references.md", out_dir / "references.json"
+    keep_earlier(md)
+    keep_earlier(js)
+    js.write_text(json.dumps({"meta": meta, **results}, indent=2) + "\n")
+    write_markdown(md, meta, results["stream"], results["pingpong"])
+    print(f"wrote {md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
