@@ -92,7 +92,19 @@ def init_course(course_dir: str | Path, labs=LABS) -> Path:
         for nb in sorted((_labs_dir() / lab).glob("*.ipynb")):
             shutil.copy(nb, dest / nb.name)
     _install_kernel(course)
+    ensure_exchange(course)
     return course
+
+
+def ensure_exchange(course_dir: str | Path) -> Path | None:
+    """Make the exchange folder nbgrader_config.py names by default, <course>/../nbgrader-exchange,
+    so the formgrader's release and collect work (nbgrader refuses a missing exchange). When
+    NBGRADER_EXCHANGE names a shared one (JupyterHub), it is the administrator's: None."""
+    if os.environ.get("NBGRADER_EXCHANGE"):
+        return None
+    exchange = Path(course_dir).resolve().parent / "nbgrader-exchange"
+    exchange.mkdir(exist_ok=True)
+    return exchange
 
 
 def _install_kernel(course: Path) -> None:

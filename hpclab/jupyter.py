@@ -73,6 +73,8 @@ def grader_dir(folder: Path | None = None) -> Path | None:
     (grades and submissions in it are kept). None if there are no labs or no grading module."""
     folder = Path(folder or paths.build_dir() / "lab-course")
     if (folder / "nbgrader_config.py").is_file():
+        from hpclab import grading
+        grading.ensure_exchange(folder)  # also for a course folder of an earlier version
         return folder.resolve()
     labs = course_labs()
     if not labs:

@@ -73,7 +73,8 @@ def test_lab_shows_the_course_and_nbgrader(lab_server, page):
 
 
 def test_formgrader_lists_the_labs(lab_server, page):
-    """Does the instructors' formgrader list every lab of labs/ as an assignment?"""
+    """Does the instructors' formgrader list every lab of labs/ as an assignment, with a working
+    exchange (no warning that release and collect are unavailable)?"""
     labs = jupyter.course_labs()
     assert labs, "labs/ has no lab notebook"
     page.goto(lab_server.url("formgrader"), wait_until="domcontentloaded")
@@ -82,6 +83,7 @@ def test_formgrader_lists_the_labs(lab_server, page):
     ui.shot(page, "formgrader", full_page=True)
     rows = page.locator("table tbody tr").all_inner_texts()
     assert all(any(lab in r for r in rows) for lab in labs)
+    assert page.locator("#warning-exchange").count() == 0, "formgrader: the exchange is missing"
 
 
 @pytest.mark.cluster

@@ -108,6 +108,22 @@ def test_steps_on_a_missing_course_end_in_one_line(tmp_path, capsys):
         assert len(err) == 1 and err[0].startswith("ERROR: ")
 
 
+def test_new_course_has_an_exchange_nbgrader_accepts(tmp_path, monkeypatch):
+    """Is the default exchange made next to a new course folder, so that nbgrader's own exchange
+    commands (and the formgrader's release and collect) work without a system-wide folder?"""
+    monkeypatch.delenv("NBGRADER_EXCHANGE", raising=False)
+    course = grading.init_course(tmp_path / "class", labs=("lab-transports",))
+    assert (tmp_path / "nbgrader-exchange").is_dir()
+    grading._sh(course, "list")  # raises when nbgrader finds no usable exchange
+
+
+def test_shared_exchange_is_left_to_its_administrator(tmp_path, monkeypatch):
+    """With NBGRADER_EXCHANGE set (a JupyterHub's shared folder), is nothing made next to the course?"""
+    monkeypatch.setenv("NBGRADER_EXCHANGE", str(tmp_path / "shared"))
+    grading.init_course(tmp_path / "class", labs=("lab-transports",))
+    assert not (tmp_path / "nbgrader-exchange").exists() and not (tmp_path / "shared").exists()
+
+
 @pytest.mark.cluster
 def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
     """Graded for real by nbgrader, does every simulated student get exactly the expected score,
