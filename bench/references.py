@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.kernels import keep_earlier, run_kernel, stats  # noqa: E402
+from bench.kernels import env as run_env, fmt, keep_earlier, run_kernel, stats  # noqa: E402
 from hpclab import paths  # noqa: E402
 from hpclab.errors import HpclabError  # noqa: E402
 
@@ -43,14 +43,6 @@ PINGPONG_CONFIGS = [("default", []),
                     ("ob1+vader", ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"]),
                     ("ob1+tcp", ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"])]
 GOALS = {"stream_triad": 0.98, "latency": 1.05, "bandwidth": 0.95}
-
-
-def run_env(threads: int = 1, omp: dict | None = None) -> dict:
-    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-             OMP_NUM_THREADS=str(threads))
-    for k in ("OMP_PROC_BIND", "OMP_PLACES"):
-        e.pop(k, None)
-    return {**e, **(omp or {})}
 
 
 def checked(cmd: list[str], env: dict, what: str) -> str:
@@ -80,7 +72,7 @@ def build_stream_reference(src: Path, out_dir: Path, build_flags: str) -> Path:
     exe = out_dir / "stream-reference"
     cmd = [*shlex.split(build_flags), f"-DSTREAM_ARRAY_SIZE={STREAM_SIZE}",
            f"-DNTIMES={STREAM_REPS}", "-mcmodel=medium", "-o", str(exe), str(src)]
-    checked(cmd, run_env(), "compiling the STREAM reference")
+    checked(cmd, run_env(1), "compiling the STREAM reference")
     return exe
 
 
@@ -149,7 +141,7 @@ def compare_pingpong(imb: Path, out_dir: Path, runs: int) -> list[dict]:
             bw["ours"].append(b)
             cmd = ["mpirun", "-np", "2", "--bind-to", "core", *mca, str(imb), "PingPong",
                    "-msglog", "22"]
-            text = checked(cmd, run_env(), "IMB-MPI1 PingPong")
+            text = checked(cmd, run_env(1), "IMB-MPI1 PingPong")
             (out_dir / f"imb-{len(rows)}-{i}.txt").write_text(text)
             l, b = latency_and_bandwidth(parse_imb_pingpong(text))
             lat["imb"].append(l)
@@ -167,10 +159,6 @@ def compare_pingpong(imb: Path, out_dir: Path, runs: int) -> list[dict]:
 
 # --- report --------------------------------------------------------------------------------
 
-def f3(s: dict, digits: int = 1) -> str:
-    return f"{s['min']:.{digits}f} / {s['median']:.{digits}f} / {s['max']:.{digits}f}"
-
-
 def verdict(ratio: float, goal: float, higher_is_better: bool) -> str:
     met = ratio >= goal if higher_is_better else ratio <= goal
     return f"{ratio:.3f} ({'meets' if met else 'misses'} {'>=' if higher_is_better else '<='} {goal})"
@@ -187,7 +175,7 @@ def write_markdown(path: Path, meta: dict, stream: list | str, pingpong: list | 
         L += [f"Both built with `{stream[0]['build_flags']}`, {STREAM_SIZE} doubles per array, "
               f"{STREAM_REPS} repetitions (the first untimed), same threads and binding.", "",
               "| threads | ours [MB/s] | STREAM 5.10 [MB/s] | ours / reference |", "|---|---|---|---|"]
-        L += [f"| {r['config']} | {f3(r['ours_triad_mb_s'])} | {f3(r['reference_triad_mb_s'])} | "
+        L += [f"| {r['config']} | {fmt(r['ours_triad_mb_s'])} | {fmt(r['reference_triad_mb_s'])} | "
               f"{verdict(r['ratio'], r['goal'], True)} |" for r in stream]
     L += ["", "## IMB-MPI1 PingPong (2 ranks, --bind-to core)", ""]
     if isinstance(pingpong, str):
@@ -195,9 +183,9 @@ def write_markdown(path: Path, meta: dict, stream: list | str, pingpong: list | 
     else:
         L += ["| transport | ours t(0 B) [usec] | IMB t(0 B) [usec] | latency ratio | "
               "ours peak [MB/s] | IMB peak [MB/s] | bandwidth ratio |", "|---|---|---|---|---|---|---|"]
-        L += [f"| {r['transport']} | {f3(r['ours_latency_usec'], 2)} | {f3(r['imb_latency_usec'], 2)} | "
-              f"{verdict(r['latency_ratio'], GOALS['latency'], False)} | {f3(r['ours_peak_mb_s'])} | "
-              f"{f3(r['imb_peak_mb_s'])} | {verdict(r['bandwidth_ratio'], GOALS['bandwidth'], True)} |"
+        L += [f"| {r['transport']} | {fmt(r['ours_latency_usec'], 2)} | {fmt(r['imb_latency_usec'], 2)} | "
+              f"{verdict(r['latency_ratio'], GOALS['latency'], False)} | {fmt(r['ours_peak_mb_s'])} | "
+              f"{fmt(r['imb_peak_mb_s'])} | {verdict(r['bandwidth_ratio'], GOALS['bandwidth'], True)} |"
               for r in pingpong]
     L.append("")
     path.write_text("\n".join(L))
