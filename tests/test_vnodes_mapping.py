@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hpclab import experiment, spec
+from hpclab.errors import HpclabError
 from hpclab.trace import mapping
 from hpclab.trace.load import load_run
 from hpclab.trace.matrix import aggregate, message_matrix
@@ -44,7 +45,18 @@ def test_traced_internode_messages_match_the_mapping(cluster, tmp_path, monkeypa
                 args={"n": 64, "grid": f"{PX}x{PY}", "exchange": "nonblocking", "iters": 4},
                 binding={"distribution": "arbitrary"}, env={"SLURM_HOSTFILE": str(hostfile)},
                 experiment="vnodes-mapping"))
-        runs = experiment.run(specs, progress=False, timeout=600)
+        runs = experiment.run(specs, wait=False)
+        try:
+            experiment.wait_for(runs, timeout=600, progress=False)
+        except HpclabError:
+            # Open MPI 4.1.4 now and then segfaults inside MPI_Init on oversubscribed virtual
+            # nodes (not what this test is about): such a run, and only such a run, is submitted
+            # once more; its failed folder stays as it is.
+            failed = [r for r in runs if r.state != "completed"]
+            if not all(experiment.died_in_mpi_startup(r) for r in failed):
+                raise
+            runs = [r for r in runs if r.state == "completed"] + experiment.run(
+                [r.spec for r in failed], progress=False, timeout=600)
     for run in runs:
         nodes = mappings[run.spec.label]
         trace = load_run(run.path)
