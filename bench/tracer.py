@@ -8,7 +8,7 @@ and the region loop times mpitrace_begin/end directly. Poisson (if build/bin/poi
 `runs` untraced and traced runs, interleaved; the overhead is judged on the median of the
 paired ratios (each traced run against the untraced run just before it). Goals: <= 1 us per
 event, <= 2 % on Poisson. On a noisy 2-vCPU VM the timed overhead scatters more than the tracer
-costs, so the Poisson run is also counted in instructions (valgrind's callgrind, exact and
+costs, so the Poisson run is also counted in instructions (valgrind's callgrind, nearly
 repeatable): one rank with the grid points per rank of the timed run, untraced and traced.
 Writes build/bench/tracer.md (an earlier report is kept, renamed).
 """
@@ -178,7 +178,7 @@ def report(ev: dict, po: dict | None, runs: int, pi: dict | str | None = None) -
         lines += ["## Poisson in instructions", "", pi, ""]
     elif pi:
         lines += [
-            "## Poisson in instructions (callgrind, 1 rank, exact and repeatable)", "",
+            "## Poisson in instructions (callgrind, 1 rank; two counts differ by a few thousand in a billion)", "",
             f"`poisson {' '.join(pi['cmd'])}`: the grid points per rank of the timed run above.", "",
             "| quantity | value |", "|---|---|",
             f"| instructions untraced | {pi['untraced']:,} |",
