@@ -67,11 +67,31 @@ def run_all(page, timeout_ms: int) -> None:
     kernel is idle, or execution stopped at an error (see error_outputs). Raises playwright's
     TimeoutError when neither happens in time."""
     menu(page, "Run", "Run All Cells")
+    if not _execution_started(page, 30_000):
+        # Seen once in a CI run: the kernel showed idle, Run All went through the cells, and no
+        # cell ever ran (the requests went out while the kernel's connection was still being
+        # set up). Nothing ran, so asking once more cannot run a cell twice.
+        menu(page, "Run", "Run All Cells")
     try:
         _wait_all_executed(page, timeout_ms)
     except Exception:
         shot(page, "run-all-timeout")  # what the notebook showed when we gave up
         raise
+
+
+def _execution_started(page, timeout_ms: int) -> bool:
+    """Has any code cell of the visible notebook been queued or run ([*] or [n])?"""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            """() => [...document.querySelectorAll(
+                   '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputArea-prompt')]
+                   .some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))""",
+            timeout=timeout_ms, polling=250)
+        return True
+    except PlaywrightTimeout:
+        return False
 
 
 def _wait_all_executed(page, timeout_ms: int) -> None:
