@@ -7,11 +7,11 @@ import pytest
 
 from hpclab import course
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
 BOOKS = course.course_notebooks()
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 @pytest.mark.parametrize("notebook", BOOKS, ids=[str(b.relative_to(course.paths.repo())) for b in BOOKS])
 def test_notebook_runs_clean(cluster, notebook, tmp_path, monkeypatch):
     """Does the notebook run in a fresh kernel without an error or anything on stderr?"""
@@ -21,3 +21,15 @@ def test_notebook_runs_clean(cluster, notebook, tmp_path, monkeypatch):
     assert result.ok, f"{result.path} failed:\n{result.error}"
     problems = course.error_outputs(tmp_path / "report" / result.executed)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("notebook", BOOKS, ids=[str(b.relative_to(course.paths.repo())) for b in BOOKS])
+def test_notebook_is_committed_without_outputs(notebook):
+    """Is the notebook free of outputs and execution counts, so every figure a student sees comes
+    from a run on their machine and none from git?"""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    dirty = [i for i, c in enumerate(nb.cells)
+             if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count"))]
+    assert not dirty, f"{notebook.name}: cells {dirty} carry outputs; clear them before committing"
