@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shutil
+import stat
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -77,7 +83,9 @@ def test_up_and_down_twice_leave_no_stray_daemon(cluster):
     started = {d.name: d.pid() for d in local.daemons(lay, config.load_nodes(lay))}
     assert all(started.values()), started
     assert cl.up().already_running
-    cl.down()
+    with _look_alike("slurmctld") as foreign:  # same program name, not started by the project
+        cl.down()
+        assert foreign.poll() is None, "down stopped a slurmctld it did not start"
     assert cl.down() == []
     for name, pid in started.items():
         assert not Path(f"/proc/{pid}").exists() or b"Z" in Path(f"/proc/{pid}/stat").read_bytes().split(b")")[-1][:3], name
@@ -98,3 +106,66 @@ def test_stale_pid_file_is_not_trusted(cluster, tmp_path):
     assert d.pid() is None
     assert not pidfile.exists()
     assert d.stop() is False
+
+
+@contextlib.contextmanager
+def _look_alike(program: str):
+    """A harmless process whose command line names `program` (a copy of sleep under that name)."""
+    with tempfile.TemporaryDirectory() as d:
+        exe = Path(d) / program
+        shutil.copy(shutil.which("sleep"), exe)
+        proc = subprocess.Popen([str(exe), "300"])
+        try:
+            yield proc
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def test_status_names_daemons_nodes_partitions_and_logs(cluster):
+    """Does `hpclab cluster status` show every daemon with its pid and log, the nodes and the partition?"""
+    from hpclab import cluster as cl
+    from hpclab.cluster import config
+
+    text = subprocess.run([sys.executable, "-m", "hpclab.cli", "cluster", "status"], capture_output=True,
+                          text=True, check=True).stdout
+    st = cl.status()
+    for d in st.daemons:
+        assert re.search(rf"{re.escape(d.name)}\s+running\s+pid {d.pid}\s+log: {re.escape(str(d.log))}", text), d.name
+    for node in config.load_nodes(config.layout()):
+        assert re.search(rf"{node.name} \((idle|mixed|allocated)", text), node.name
+    assert "partitions: " in text and "config:" in text
+
+
+def test_cluster_env_points_a_new_shell_at_the_cluster(cluster):
+    """In a shell that knows nothing of the cluster, does `eval "$(hpclab cluster env)"` make sinfo answer?"""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    script = f'eval "$({sys.executable} -m hpclab.cli cluster env)" && sinfo -h -o "%P %a"'
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=clean, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[1] == "up"
+
+
+def test_plain_slurm_commands_work_through_etc_slurm(cluster):
+    """With no other Slurm on the machine, do sinfo and sacct work without any variable set?"""
+    from hpclab.cluster import config, local
+
+    conf = local.SYSTEM_SLURM_CONF
+    if not conf.is_symlink():
+        pytest.skip(f"{conf} belongs to another Slurm on this machine; 'cluster env' is the documented way")
+    assert Path(os.path.realpath(conf)) == config.layout().slurm_conf.resolve()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    for cmd in (["sinfo", "-h", "-o", "%a"], ["sacct", "-n", "-X", "-S", "now-1hour", "-o", "JobID"]):
+        r = subprocess.run(cmd, capture_output=True, text=True, env=clean, timeout=30)
+        assert r.returncode == 0, f"{cmd[0]}: {r.stderr}"
+
+
+def test_munge_key_is_private_to_munge(cluster):
+    """Is the generated munge key mode 0400 and owned by the munge user, as munged demands?"""
+    import pwd
+
+    from hpclab.cluster import config
+
+    st = config.layout().munge_key.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o400
+    assert st.st_uid == pwd.getpwnam("munge").pw_uid

@@ -152,8 +152,13 @@ def _prepare_munge(lay: Layout) -> None:
     os.chown(lay.munge_dir, munge.pw_uid, munge.pw_gid)
     lay.munge_dir.chmod(0o755)  # clients must reach the socket; munged checks it is not writable
     if not lay.munge_key.exists():
+        # Created 0400 from the first byte: a key readable by others even for a moment is a
+        # key anyone on the machine may have copied.
         tmp = lay.munge_dir / "munge.key.tmp"
-        tmp.write_bytes(os.urandom(1024))
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(1024))
         tmp.replace(lay.munge_key)
     os.chown(lay.munge_key, munge.pw_uid, munge.pw_gid)
     lay.munge_key.chmod(0o400)
