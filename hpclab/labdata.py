@@ -154,6 +154,18 @@ def table(role: str, lab_dir: str | Path = "."):
     return parse.parse_run(run_dir(role, lab_dir), kernel)
 
 
+# What a timing table says about the transport itself (Open MPI's own report and the MCA
+# selection): hidden where a lab asks the student to infer the transport from timings alone.
+TRANSPORT_COLUMNS = ("pml", "btl", "mtl", "transport", "transport_source")
+
+
+def timings(role: str, lab_dir: str | Path = "."):
+    """The packed run's table without the columns that name its transport: bytes, repetitions,
+    t_usec (half round trip, microseconds) and mbytes_per_sec, one row per message size."""
+    tab = table(role, lab_dir)
+    return tab.drop(columns=[c for c in TRANSPORT_COLUMNS if c in tab.columns])
+
+
 def _nodes(folder: Path) -> set[str]:
     return {line.strip() for line in (folder / "provenance/nodes.txt").read_text().splitlines()
             if line.strip()}

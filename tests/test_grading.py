@@ -39,6 +39,16 @@ def test_packed_real_runs_pass_the_provenance_check(lab):
 
 
 @pytest.mark.cluster
+def test_unlabelled_timings_do_not_name_the_transport(lab):
+    """Does the table the lab shows for the unlabelled run keep its timings but hide the columns
+    that would give the answer away?"""
+    full, blind = labdata.table("unlabelled", lab), labdata.timings("unlabelled", lab)
+    assert not set(labdata.TRANSPORT_COLUMNS) & set(blind.columns)
+    assert blind["t_usec"].tolist() == full["t_usec"].tolist()
+    assert "bytes" in blind.columns
+
+
+@pytest.mark.cluster
 @pytest.mark.parametrize("damage, expect", [
     ("typed", "result.json changed after packing"),
     ("no-sacct", "provenance/sacct.json is missing"),
