@@ -454,7 +454,7 @@ class Spec(_Strict):
         if self.binding.hint and self.binding.cpu_bind:
             raise ValueError("srun --hint cannot be combined with --cpu-bind (Slurm rejects it); pick one")
         if self.kernel == "pingpong" and self.ntasks < 2:
-            raise ValueError("pingpong needs at least ntasks=2 (one pair)")
+            raise ValueError(f"pingpong needs at least ntasks=2 (one pair), got ntasks={self.ntasks}")
         if isinstance(self.args, PingpongArgs) and self.args.pairs and self.ntasks % 2:
             raise ValueError(f"pingpong with pairs needs an even ntasks, got {self.ntasks}")
         if isinstance(self.args, PoissonArgs) and self.args.grid:
@@ -518,6 +518,15 @@ def _fields_at(loc: tuple) -> list[str]:
     return [f for f in model.model_fields if not (f == "kernel" and model in ARGS_MODELS.values())]
 
 
+def _got(value: Any, msg: str) -> str:
+    """' (got <value>)' so a message names the offending value; '' when it already does.
+    Pydantic's own messages ("Input should be greater than or equal to 1") do not."""
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return "" if shown in msg else f" (got {shown})"
+
+
 def explain(exc: ValidationError, source: str = "spec") -> HpclabError:
     """Turn a pydantic ValidationError into one HpclabError listing every problem by field path."""
     lines, hints = [], []
@@ -532,6 +541,8 @@ def explain(exc: ValidationError, source: str = "spec") -> HpclabError:
             msg = f"unknown field {name!r}{did_you_mean(name, known)}"
             if known:
                 hints.append(f"fields allowed there: {', '.join(known)}")
+        elif loc:
+            msg += _got(err.get("input"), msg)
         lines.append(f"{path}: {msg}")
     hint = "; ".join(dict.fromkeys(hints)) or "change the field(s) named above (the message lists valid values where there is a fixed set)"
     return HpclabError(f"invalid {source}: " + "; ".join(lines), hint)

@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 from hpclab import spec_checks
 from hpclab.errors import HpclabError
 from hpclab.site import Partition, Site
-from hpclab.spec import load_specs, make_spec, parse_sweep_option, sweep, time_seconds
+from hpclab.spec import (KERNELS, MPIRUN_BIND_TO, MPIRUN_OBJECTS, OMP_PLACES, OMP_PROC_BIND,
+                         SRUN_CPU_BIND, SRUN_HINT, Binding, Numactl, Omp, Spec, load_specs,
+                         make_spec, parse_sweep_option, sweep, time_seconds)
 
 
 def test_defaults_are_filled_in():
@@ -182,6 +184,147 @@ def test_random_specs_fail_only_with_hpclab_error(data):
         assert exc.what.startswith("invalid spec")
 
 
+# --- hypothesis: specs with one mistake made on purpose -------------------------------------------
+# Each strategy below returns (spec dict, words): a spec that is valid except for one mistake, and
+# the words (field path, offending value) its rejection message must contain.
+
+LOWER = "abcdefghijklmnopqrstuvwxyz_"
+word = st.text(alphabet=LOWER, min_size=1, max_size=10)
+BIND = {"cpu_bind": set(SRUN_CPU_BIND) | {"no"}, "hint": set(SRUN_HINT),
+        "distribution": {"block", "cyclic", "arbitrary"},
+        "map_by": set(MPIRUN_OBJECTS) | {"seq", "dist", "ppr"}, "rank_by": set(MPIRUN_OBJECTS),
+        "bind_to": set(MPIRUN_BIND_TO)}
+LAUNCHER_OF = {"cpu_bind": "srun", "hint": "srun", "distribution": "srun", "map_by": "mpirun",
+               "rank_by": "mpirun", "bind_to": "mpirun"}
+COUNTS = {"nodes": (1, 10000), "ntasks": (1, 1000000), "cpus_per_task": (1, 4096),
+          "repetitions": (1, 100), "ntasks_per_node": (1, None)}
+
+
+@st.composite
+def valid_spec(draw):
+    """A spec that make_spec accepts: any kernel, a consistent rank count, a few options."""
+    kernel = draw(st.sampled_from(KERNELS))
+    ntasks = draw(st.integers(2, 8))
+    data = {"kernel": kernel, "ntasks": ntasks, "cpus_per_task": draw(st.integers(1, 4)),
+            "omp": {"num_threads": draw(st.integers(1, 4))}}
+    if kernel == "poisson" and draw(st.booleans()):
+        data["args"] = {"grid": f"{ntasks}x1", "n": draw(st.integers(ntasks, 500))}
+    if draw(st.booleans()):
+        data["mca"] = {"btl": draw(st.sampled_from(["self,vader", "^tcp", "self,tcp"]))}
+    make_spec(data)  # the base must really be valid, or the test proves nothing
+    return data
+
+
+def _unknown_field(draw, data):
+    group = draw(st.sampled_from([None, "binding", "omp", "args", "numactl"]))
+    known = set(Spec.model_fields) if group is None else {
+        "binding": set(Binding.model_fields), "omp": set(Omp.model_fields),
+        "numactl": set(Numactl.model_fields), "args": {"kernel", "extra_args", "size", "reps", "n",
+                                                     "grid", "exchange", "iters", "tol", "fuse",
+                                                     "max_bytes", "warmup", "no_check", "pairs"}}[group]
+    name = draw(word.filter(lambda w: w not in known))
+    if group is None:
+        data[name] = draw(st.integers())
+        return [repr(name), "unknown field"]
+    data[group] = {**(data.get(group) or {}), name: 1}
+    return [f"{group}.{name}", "unknown field"]
+
+
+def _count_out_of_range(draw, data):
+    field = draw(st.sampled_from(sorted(COUNTS)))
+    lo, hi = COUNTS[field]
+    bad = draw(st.integers(max_value=lo - 1) | (st.integers(min_value=hi + 1) if hi else st.nothing()))
+    data[field] = bad
+    return [f"{field}:", str(bad)]
+
+
+def _binding_keyword(draw, data):
+    field = draw(st.sampled_from(sorted(BIND)))
+    bad = draw(word.filter(lambda w: w not in BIND[field]))
+    data["binding"] = {field: bad}
+    data["launcher"] = LAUNCHER_OF[field]
+    return [f"binding.{field}", repr(bad)]
+
+
+def _omp_keyword(draw, data):
+    field, valid = draw(st.sampled_from([("proc_bind", OMP_PROC_BIND), ("places", OMP_PLACES)]))
+    bad = draw(word.filter(lambda w: w not in valid))
+    data["omp"] = {field: bad}
+    return [f"omp.{field}", repr(bad)]
+
+
+def _bad_literal(draw, data):
+    field, valid = draw(st.sampled_from([("launcher", ["srun", "mpirun"]), ("kernel", KERNELS)]))
+    bad = draw(word.filter(lambda w: w not in valid))
+    data[field] = bad
+    data.pop("args", None)  # arguments are checked against the kernel: keep the one mistake
+    return [f"{field}:", repr(bad)]
+
+
+BAD_TEXT = {
+    "time": st.text(alphabet=LOWER + " ", min_size=1, max_size=12),
+    "experiment": st.sampled_from(["-x", "a b", "x/y", "", "\u00e9"]),
+    "numactl.membind": word.filter(lambda w: w != "all"),
+    "omp.num_threads": st.integers(max_value=0),
+}
+
+
+def _bad_text(draw, data):
+    field = draw(st.sampled_from(sorted(BAD_TEXT)))
+    bad = draw(BAD_TEXT[field])
+    group, _, name = field.rpartition(".")
+    if group:
+        data[group] = {name: bad}
+    else:
+        data[name] = bad
+    return [f"{field}:", repr(bad)]
+
+
+def _inconsistent(draw, data):
+    kind = draw(st.sampled_from(["nodes", "per_node", "pingpong", "grid"]))
+    n = data["ntasks"]
+    if kind == "nodes":
+        data["nodes"] = n + draw(st.integers(1, 10))
+        return [f"ntasks={n}", f"nodes={data['nodes']}"]
+    if kind == "per_node":
+        data["nodes"] = 1
+        data["ntasks_per_node"] = draw(st.integers(1, n - 1))
+        return [f"ntasks_per_node={data['ntasks_per_node']}", f"ntasks={n}"]
+    if kind == "pingpong":
+        data.update(kernel="pingpong", ntasks=1, args={})
+        return ["pingpong", "ntasks=1"]
+    p, q = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    if p * q == n:
+        p += 1
+    data.update(kernel="poisson", args={"grid": f"{p}x{q}"})
+    return [f"grid {p}x{q}", f"ntasks={n}"]
+
+
+MISTAKES = [_unknown_field, _count_out_of_range, _binding_keyword, _omp_keyword, _bad_literal,
+            _bad_text, _inconsistent]
+
+
+@st.composite
+def spec_with_one_mistake(draw):
+    data = draw(valid_spec())
+    words = draw(st.sampled_from(MISTAKES))(draw, data)
+    return data, words
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec_with_one_mistake())
+def test_every_invalid_spec_is_rejected_naming_field_and_value(case):
+    """Is a spec with one mistake (unknown field, count out of range, unknown keyword, bad
+    format, inconsistent counts) rejected with an HpclabError that names the field and value?"""
+    data, words = case
+    with pytest.raises(HpclabError) as exc:
+        make_spec(data)
+    assert exc.value.what.startswith("invalid spec: ")
+    for w in words:
+        assert w in exc.value.what, (w, exc.value.what)
+    assert exc.value.hint
+
+
 # --- checks against a site --------------------------------------------------------------------------
 
 SITE = Site(name="testsite", description="", partitions=(Partition("work", 2, 4, 2, "01:00:00"),),
@@ -253,3 +396,89 @@ def test_cpu_bind_map_list_may_hold_several_cpus():
     assert check_cpu_bind("mask_cpu:0x1,0x2") == "mask_cpu:0x1,0x2"
     with pytest.raises(ValueError):
         check_cpu_bind("cores,1")
+
+
+# --- hypothesis: specs that are valid but do not fit the site ------------------------------------
+# Each returns (spec fields, facts overrides, words): one conflict with SITE / facts() and the words
+# (the field and the value) the message must contain.
+
+def _too_many_tasks(draw):
+    cpus = draw(st.integers(1, 4))
+    ntasks = 8 // cpus + draw(st.integers(1, 20))  # two nodes of 4 cores hold 8 // cpus tasks
+    return {"nodes": 2, "ntasks": ntasks, "cpus_per_task": cpus}, {}, [f"ntasks={ntasks}",
+                                                                        "more tasks than cores"]
+
+
+def _too_many_nodes(draw):
+    nodes = draw(st.integers(3, 50))
+    return {"nodes": nodes, "ntasks": nodes}, {}, [f"nodes={nodes}", "has 2 node(s)"]
+
+
+def _unknown_partition(draw):
+    name = draw(word.filter(lambda w: w != "work"))
+    return {"partition": name}, {}, [f"partition {name!r}", "is not part of site"]
+
+
+def _time_above_limit(draw):
+    minutes = draw(st.integers(61, 10 ** 4))
+    return {"time": minutes}, {}, [f"{minutes // 60:02d}:{minutes % 60:02d}:00", "01:00:00"]
+
+
+def _mca_component_missing(draw):
+    framework = draw(st.sampled_from(["btl", "pml"]))
+    have = facts().components[framework]
+    name = draw(word.filter(lambda w: w not in have))
+    value = draw(st.sampled_from([name, f"^{name}", f"self,{name}" if framework == "btl" else name]))
+    return {"mca": {framework: value}}, {}, [f"MCA {framework} component {name!r}", "is not installed"]
+
+
+def _mca_name_unknown(draw):
+    known = facts().params | set(facts().components)
+    name = draw(word.filter(lambda w: w[0].isalpha() and w not in known))
+    return {"mca": {name: "1"}}, {}, [f"MCA name {name!r}"]
+
+
+def _numa_node_missing(draw):
+    node = draw(st.integers(2, 64))  # facts() has NUMA nodes 0 and 1
+    return {"numactl": {"membind": f"0,{node}"}}, {}, [f"NUMA node(s) [{node}]"]
+
+
+def _kernel_flag_unknown(draw):
+    name = "--" + draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=10)
+                       .filter(lambda w: w not in ("size", "reps", "json")))
+    return {"args": {"extra_args": [name]}}, {}, [f"does not accept {name}"]
+
+
+def _binding_of_other_launcher(draw):
+    field = draw(st.sampled_from(["map_by", "rank_by", "bind_to"]))
+    return {"binding": {field: "core"}}, {}, [f"binding.{field}", "launches with srun"]
+
+
+def _binary_missing(draw):
+    return {}, {"kernel_help": {"stream": None}}, ["kernel binary", "does not exist"]
+
+
+SITE_MISTAKES = [_too_many_tasks, _too_many_nodes, _unknown_partition, _time_above_limit,
+                 _mca_component_missing, _mca_name_unknown, _numa_node_missing,
+                 _kernel_flag_unknown, _binding_of_other_launcher, _binary_missing]
+
+
+@st.composite
+def spec_that_does_not_fit(draw):
+    fields, over, words = draw(st.sampled_from(SITE_MISTAKES))(draw)
+    return make_spec({"kernel": "stream", **fields}), over, words
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec_that_does_not_fit())
+def test_every_spec_that_does_not_fit_the_site_is_rejected_naming_it(case):
+    """Does every valid spec with one conflict against the site (cores, nodes, partition, time,
+    MCA component or name, NUMA node, kernel flag, launcher, binary) fail the site check with an
+    HpclabError naming the field and value, and a hint?"""
+    spec, over, words = case
+    with pytest.raises(HpclabError) as exc:
+        spec_checks.check(spec, SITE, facts(**over))
+    assert exc.value.what.startswith("spec for stream cannot run on site 'testsite': ")
+    for w in words:
+        assert w in exc.value.what, (w, exc.value.what)
+    assert exc.value.hint
