@@ -20,9 +20,17 @@ def _cluster(args: argparse.Namespace) -> int:
     from hpclab import cluster
     from hpclab.cluster import local
 
+    multinode = args.nodes is not None or args.link is not None
+    if args.cpus_per_node is not None and (args.action != "up" or not multinode):
+        # The single-node cluster always has the whole machine: without virtual nodes there is
+        # nothing to give C CPUs to, and ignoring the option would leave a student wondering.
+        what = ("--cpus-per-node applies to virtual nodes only and was given without --nodes" if args.action == "up"
+                else f"--cpus-per-node applies to 'hpclab cluster up --nodes N' only, not to '{args.action}'")
+        raise HpclabError(what, "start virtual nodes with e.g. 'hpclab cluster up --nodes 2 --cpus-per-node 1'; "
+                                "the single-node cluster always uses all of this machine's CPUs")
     if args.action == "up":
         nodes = None
-        if args.nodes is not None or args.link is not None:
+        if multinode:
             from hpclab.cluster import vnodes  # multi-node mode on one machine
 
             report = vnodes.up(nodes=2 if args.nodes is None else args.nodes, cpus_per_node=args.cpus_per_node,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hpclab import paths
-from hpclab.cluster import links, local, vnodes
+from hpclab.cluster import config, links, local, vnodes
 from hpclab.errors import HpclabError
 
 # --- without a cluster ------------------------------------------------------------------------
@@ -90,6 +90,168 @@ def test_hosts_file_names_every_node_once():
     assert re.search(r"^10\.213\.0\.254 vm$", text, re.M)
     assert re.search(r"^10\.213\.0\.2 node2$", text, re.M)
     assert "127.0.0.1 localhost" in text
+
+
+# --- objects the project did not create (no root needed: the system is stood in for) ------------
+
+
+@pytest.fixture
+def fake_system(tmp_path, monkeypatch):
+    """A state folder, /run/netns and cpuset root below tmp_path, and no network devices: returns
+    (layout, set of device names that 'exist'). Nothing here touches the real machine."""
+    devices: set[str] = set()
+    monkeypatch.setattr(vnodes, "NETNS_DIR", tmp_path / "netns")
+    monkeypatch.setattr(vnodes, "CPUSET_ROOT", tmp_path / "cpuset")
+    monkeypatch.setattr(vnodes, "_link_exists", lambda name: name in devices)
+
+    def no_commands(argv, what):
+        raise AssertionError(f"ran {argv} ({what}) on the real machine")
+
+    monkeypatch.setattr(vnodes, "_run", no_commands)
+    (tmp_path / "netns").mkdir()
+    (tmp_path / "cpuset").mkdir()
+    (tmp_path / "cpuset" / "cpuset.mems").write_text("0\n")
+    return config.Layout(tmp_path / "state"), devices
+
+
+def test_foreign_bridge_is_refused_and_not_recorded(fake_system):
+    """Does a device called hpclab0 that the record does not hold stop `up`, with the command that
+    removes it, and stay out of the record (so `down` will not delete it)?"""
+    lay, devices = fake_system
+    devices.add(vnodes.BRIDGE)
+    with pytest.raises(HpclabError) as e:
+        vnodes._make_bridge(lay)
+    assert vnodes.BRIDGE in e.value.what and f"ip link del {vnodes.BRIDGE}" in e.value.hint
+    assert vnodes._load_record(lay)["bridge"] == []
+
+
+def test_foreign_cgroup_is_neither_adopted_nor_emptied(fake_system):
+    """Is an existing hpclab-node1 cpuset cgroup refused, kept out of the record, and left with its
+    tasks by the teardown that `down` runs?"""
+    lay, _ = fake_system
+    cg = vnodes.cgroup_dir("hpclab-node1")
+    cg.mkdir()
+    (cg / "tasks").write_text("1\n")  # never signalled: the teardown must not even look at it
+    with pytest.raises(HpclabError, match="hpclab-node1") as e:
+        vnodes._make_cgroup(lay, "hpclab-node1", [0])
+    assert f"rmdir {cg}" in e.value.hint
+    assert vnodes._load_record(lay)["cgroup"] == []
+    assert vnodes._teardown(lay) == []
+    assert (cg / "tasks").read_text() == "1\n"
+
+
+def test_foreign_objects_lists_every_taken_name_not_in_the_record(fake_system):
+    """Before `up --nodes 2` creates anything: are the taken names found, and are the ones the record
+    holds (a crashed cluster of ours) left to the teardown instead?"""
+    lay, devices = fake_system
+    devices.update({"hpclab-v1", "hpclab-v2"})
+    (vnodes.NETNS_DIR / "hpclab-node2").touch()
+    vnodes.cgroup_dir("hpclab-node1").mkdir()
+    vnodes._save_record(lay, {**{k: [] for k in vnodes.KINDS}, "veth": ["hpclab-v2"]})
+    found = vnodes.foreign_objects(lay, 2)
+    assert found == [("veth", "hpclab-v1"), ("cgroup", str(vnodes.cgroup_dir("hpclab-node1"))),
+                     ("netns", "hpclab-node2")]
+    with pytest.raises(HpclabError) as e:
+        vnodes._refuse_foreign(found)
+    assert "ip link del hpclab-v1" in e.value.hint and "ip netns del hpclab-node2" in e.value.hint
+    assert vnodes.foreign_objects(lay, 3) == found  # node3's names are all free
+
+
+def test_a_failed_creation_leaves_the_record(fake_system, monkeypatch):
+    """If `ip link add` fails (say the name was taken a moment after the check), is the name taken
+    out of the record again?"""
+    lay, _ = fake_system
+
+    def fails(argv, what):
+        raise HpclabError(f"{what} failed")
+
+    monkeypatch.setattr(vnodes, "_run", fails)
+    with pytest.raises(HpclabError):
+        vnodes._make_bridge(lay)
+    assert vnodes._load_record(lay)["bridge"] == []
+
+
+def test_link_in_effect_reads_what_up_recorded(fake_system):
+    """Does the status helper give the link line of the virtual network that exists, and None
+    when there is none?"""
+    lay, _ = fake_system
+    assert vnodes.link_in_effect(lay) is None
+    vnodes.layout_file(lay).parent.mkdir(parents=True, exist_ok=True)
+    line = "link '1g': rate 1000 Mbit/s (125 MB/s) by tbf on 4/4 veth ends"
+    vnodes.layout_file(lay).write_text(json.dumps(
+        {"nodes": 2, "cpus_per_node": 1, "link": "1g", "oversubscribed": False, "link_summary": line}))
+    assert vnodes.link_in_effect(lay) is None  # a layout without a recorded bridge: nothing runs
+    vnodes._save_record(lay, {**{k: [] for k in vnodes.KINDS}, "bridge": [vnodes.BRIDGE]})
+    assert vnodes.link_in_effect(lay) == line
+
+
+# --- link profiles on a kernel without sch_netem --------------------------------------------------
+
+
+def _fake_tc(netem: bool):
+    """A stand-in for links._tc: tbf always works; netem only if the kernel 'has' sch_netem."""
+    calls = []
+
+    def tc(netns, *args):
+        calls.append((netns, args))
+        if "netem" in args and not netem:
+            return subprocess.CompletedProcess(["tc", *args], 2, "", "Error: Specified qdisc kind is unknown.\n")
+        return subprocess.CompletedProcess(["tc", *args], 0, "", "")
+
+    return tc, calls
+
+
+def test_missing_netem_keeps_the_rate_and_reports_the_delay_not_applied(monkeypatch):
+    """Without sch_netem: is the rate still set, the delay marked not applied with tc's reason, and
+    does the summary say 'NOT applied' rather than claim the delay?"""
+    prof = links.get_profile("1g")
+    assert prof.delay_us > 0
+    tc, calls = _fake_tc(netem=False)
+    monkeypatch.setattr(links, "_tc", tc)
+    applied = [links.apply("hpclab-v1", prof), links.apply("eth0", prof, netns="hpclab-node1")]
+    assert all(a.rate and not a.delay for a in applied)
+    assert "no sch_netem" in applied[0].notes[0] and "qdisc kind is unknown" in applied[0].notes[0]
+    assert calls[-1][0] == "hpclab-node1"  # the node's end is shaped inside its namespace
+    text = links.summary(prof, applied)
+    assert "tbf on 2/2 veth ends" in text
+    assert f"delay {prof.delay_us:g} us NOT applied" in text
+
+
+def test_summary_says_which_ends_got_the_delay(monkeypatch):
+    """With netem on every end, on some, or an unshaped profile: does the summary say exactly that?"""
+    prof = links.get_profile("100m")
+    with_netem, _ = _fake_tc(netem=True)
+    without, _ = _fake_tc(netem=False)
+    monkeypatch.setattr(links, "_tc", with_netem)
+    both = [links.apply("a", prof), links.apply("b", prof)]
+    assert f"delay {prof.delay_us:g} us by netem on every end" in links.summary(prof, both)
+    monkeypatch.setattr(links, "_tc", without)
+    half = both[:1] + [links.apply("c", prof)]
+    assert "on only 1/2 ends" in links.summary(prof, half)
+    unshaped = links.get_profile("unshaped")
+    assert links.apply("d", unshaped) == links.Applied("d", "")  # nothing is run for it
+    assert "not shaped" in links.summary(unshaped, [])
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["cluster", "up", "--cpus-per-node", "1"],
+                                  ["cluster", "down", "--nodes", "2", "--cpus-per-node", "1"]])
+def test_cpus_per_node_without_virtual_nodes_is_an_error(argv, monkeypatch, capsys):
+    """Is --cpus-per-node without --nodes (or outside `up`) refused with a message, before any
+    cluster is started or stopped, instead of being silently ignored?"""
+    from hpclab import cli
+
+    def must_not_run(*a, **k):
+        raise AssertionError("the cluster was touched")
+
+    for name in ("up", "down"):
+        monkeypatch.setattr(local, name, must_not_run)
+        monkeypatch.setattr(vnodes, name, must_not_run)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--cpus-per-node" in err and "--nodes" in err
 
 
 # --- with real virtual clusters ------------------------------------------------------------------
@@ -249,8 +411,6 @@ def test_up_after_a_crash_cleans_up_and_starts_fresh(vcluster):
     import os
     import signal
 
-    from hpclab.cluster import config
-
     vcluster(2, 1, "unshaped")
     lay = config.layout()
     victims = [local.slurmctld_daemon(lay)] + [local.slurmd_daemon(lay, n) for n in config.load_nodes(lay)]
@@ -263,3 +423,44 @@ def test_up_after_a_crash_cleans_up_and_starts_fresh(vcluster):
     state = vnodes.network_state()
     assert (len(state.netns), len(state.veths), len(state.cgroups)) == (2, 2, 2)
     assert len(_our_slurmds()) == 2
+
+
+# How to make, and remove, an object of each kind with one of the project's names that the
+# project did not create (a veth's peer gets a name outside the project's).
+FOREIGN = {
+    "bridge": (["ip", "link", "add", vnodes.BRIDGE, "type", "bridge"], ["ip", "link", "del", vnodes.BRIDGE],
+               lambda: vnodes._link_exists(vnodes.BRIDGE)),
+    "veth": (["ip", "link", "add", "hpclab-v2", "type", "veth", "peer", "name", "foreign-p2"],
+             ["ip", "link", "del", "hpclab-v2"], lambda: vnodes._link_exists("hpclab-v2")),
+    "netns": (["ip", "netns", "add", "hpclab-node2"], ["ip", "netns", "del", "hpclab-node2"],
+              lambda: vnodes._netns_exists("hpclab-node2")),
+    "cgroup": (["mkdir", str(vnodes.cgroup_dir("hpclab-node2"))], ["rmdir", str(vnodes.cgroup_dir("hpclab-node2"))],
+               lambda: vnodes.cgroup_dir("hpclab-node2").is_dir()),
+}
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(FOREIGN))
+def test_up_refuses_a_foreign_object_and_down_leaves_it(vcluster, kind):
+    """With a bridge, veth, namespace or cgroup of one of the project's names made by someone else:
+    does `up` refuse, naming it, before it stops the running cluster or creates anything, and does
+    `down` leave it where it was?"""
+    make, remove, exists = FOREIGN[kind]
+    vnodes.down()
+    local.up()
+    assert not exists(), f"a {kind} of the project's name exists before the test"
+    subprocess.run(make, check=True, capture_output=True)
+    try:
+        with pytest.raises(HpclabError) as e:
+            vnodes.up(nodes=2, cpus_per_node=1, link="unshaped")
+        assert kind in e.value.what and " ".join(remove) in e.value.hint
+        assert vnodes._load_record(config.layout()) == {k: [] for k in vnodes.KINDS}
+        assert local.status().running, "the single-node cluster was stopped for nothing"
+        vnodes.down()
+        assert exists(), f"down removed a {kind} the project did not create"
+        state = vnodes.network_state()
+        assert state.bridge == (kind == "bridge") and len(state.netns) == (kind == "netns")
+    finally:
+        subprocess.run(remove, capture_output=True)
+    assert not exists()

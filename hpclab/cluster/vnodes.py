@@ -8,7 +8,10 @@ slurmdbd and MariaDB stay on the host, which holds 10.213.0.254 on the bridge.
 
 Nothing is routed or NATed outward: the bridge carries only traffic between the host and the
 namespaces. Every namespace, link and cgroup is written to a record in the state folder *before*
-it is created, so `down` (and `up` after a crash) removes exactly what the project made.
+it is created, so `down` (and `up` after a crash) removes exactly what the project made. A name
+enters the record only once `up` has checked that nothing of that name exists: an object with
+one of the project's names that the record does not hold belongs to someone else, and `up`
+refuses to start rather than adopt it.
 """
 
 from __future__ import annotations
@@ -92,15 +95,28 @@ def _load_record(lay: Layout) -> dict[str, list[str]]:
     return {k: list(data.get(k, [])) for k in KINDS}
 
 
-def _remember(lay: Layout, kind: str, name: str) -> None:
-    """Add `name` to the record before it is created, so a crash in between still finds it."""
-    rec = _load_record(lay)
-    if name not in rec[kind]:
-        rec[kind].append(name)
+def _save_record(lay: Layout, rec: dict[str, list[str]]) -> None:
     record_file(lay).parent.mkdir(parents=True, exist_ok=True)
     tmp = record_file(lay).with_suffix(".tmp")
     tmp.write_text(json.dumps(rec, indent=1))
     tmp.replace(record_file(lay))
+
+
+def _remember(lay: Layout, kind: str, name: str) -> None:
+    """Add `name` to the record just before it is created, so a crash in between still finds it.
+    Call it only after _refuse_foreign has found no object of that name."""
+    rec = _load_record(lay)
+    if name not in rec[kind]:
+        rec[kind].append(name)
+    _save_record(lay, rec)
+
+
+def _forget(lay: Layout, kind: str, name: str) -> None:
+    """Take `name` out of the record when creating it failed: whatever holds the name is not ours."""
+    rec = _load_record(lay)
+    if name in rec[kind]:
+        rec[kind].remove(name)
+        _save_record(lay, rec)
 
 
 def _run(argv: list[str], what: str) -> None:
@@ -110,31 +126,73 @@ def _run(argv: list[str], what: str) -> None:
                           "run 'hpclab cluster down' to remove what was created, then try again")
 
 
+def _create(lay: Layout, kind: str, name: str, argv: list[str], what: str) -> None:
+    """Record `name`, then create it with `argv`; if that fails, the name leaves the record again
+    (so `down` never deletes an object that someone else created in the meantime)."""
+    _remember(lay, kind, name)
+    try:
+        _run(argv, what)
+    except HpclabError:
+        _forget(lay, kind, name)
+        raise
+
+
 def _link_exists(name: str) -> bool:
     return subprocess.run(["ip", "link", "show", "dev", name], capture_output=True).returncode == 0
+
+
+def _netns_exists(name: str) -> bool:
+    return (NETNS_DIR / name).exists()
+
+
+# --- objects with the project's names that the project did not create -------------------------
+
+def _removal_command(kind: str, name: str) -> str:
+    return {"bridge": f"ip link del {name}", "veth": f"ip link del {name}",
+            "netns": f"ip netns del {name}", "cgroup": f"rmdir {name}"}[kind]
+
+
+def foreign_objects(lay: Layout, nodes: int) -> list[tuple[str, str]]:
+    """(kind, name) of every bridge, veth, namespace or cgroup that `up --nodes nodes` would create
+    and that exists now without being in the project's record. Empty when `up` may go ahead."""
+    rec = _load_record(lay)
+    wanted = [("bridge", BRIDGE, _link_exists)]
+    for k in range(1, nodes + 1):
+        wanted += [("netns", netns_name(k), _netns_exists), ("veth", host_veth(k), _link_exists),
+                   ("cgroup", str(cgroup_dir(netns_name(k))), lambda c: Path(c).exists())]
+    return [(kind, name) for kind, name, exists in wanted if name not in rec[kind] and exists(name)]
+
+
+def _refuse_foreign(found: list[tuple[str, str]]) -> None:
+    """Raise an HpclabError naming each foreign object and the command that removes it."""
+    if not found:
+        return
+    what = ", ".join(f"{kind} {name}" for kind, name in found)
+    commands = "; ".join(_removal_command(kind, name) for kind, name in found)
+    raise HpclabError(
+        f"virtual nodes need names that are already taken, and the project's record does not say it "
+        f"created them: {what}",
+        f"they are left as they are. If they are leftovers of an earlier hpclab cluster (say, its state "
+        f"folder was deleted), remove them as root ({commands}) and run 'hpclab cluster up' again; if "
+        "something else on this machine uses them, virtual nodes cannot run next to it")
 
 
 # --- building the network ----------------------------------------------------------------------
 
 def _make_bridge(lay: Layout) -> None:
-    _remember(lay, "bridge", BRIDGE)
-    if _link_exists(BRIDGE):
-        raise HpclabError(f"a network device named {BRIDGE} exists and is not in the project's record",
-                          f"it is not ours to change: remove or rename it ('ip link del {BRIDGE}') if you know it is a leftover")
-    _run(["ip", "link", "add", BRIDGE, "type", "bridge"], "creating the bridge")
+    _refuse_foreign([("bridge", BRIDGE)] if _link_exists(BRIDGE) else [])
+    _create(lay, "bridge", BRIDGE, ["ip", "link", "add", BRIDGE, "type", "bridge"], "creating the bridge")
     _run(["ip", "addr", "add", f"{CONTROLLER_ADDR}/{PREFIX_LEN}", "dev", BRIDGE], "addressing the bridge")
     _run(["ip", "link", "set", BRIDGE, "up"], "bringing the bridge up")
 
 
 def _make_node_net(lay: Layout, k: int) -> None:
     ns, veth = netns_name(k), host_veth(k)
-    for kind, name in (("netns", ns), ("veth", veth)):
-        _remember(lay, kind, name)
-    if (NETNS_DIR / ns).exists() or _link_exists(veth):
-        raise HpclabError(f"namespace {ns} or device {veth} exists but the project did not record creating it",
-                          f"remove it by hand ('ip netns del {ns}', 'ip link del {veth}') if it is a leftover")
-    _run(["ip", "netns", "add", ns], f"creating namespace {ns}")
-    _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", NODE_IFACE, "netns", ns], f"creating veth {veth}")
+    _refuse_foreign([(kind, name) for kind, name, exists in (("netns", ns, _netns_exists), ("veth", veth, _link_exists))
+                     if exists(name)])
+    _create(lay, "netns", ns, ["ip", "netns", "add", ns], f"creating namespace {ns}")
+    _create(lay, "veth", veth, ["ip", "link", "add", veth, "type", "veth", "peer", "name", NODE_IFACE, "netns", ns],
+            f"creating veth {veth}")
     _run(["ip", "link", "set", veth, "master", BRIDGE], f"attaching {veth} to {BRIDGE}")
     _run(["ip", "link", "set", veth, "up"], f"bringing {veth} up")
     _run(["ip", "-n", ns, "addr", "add", f"{node_addr(k)}/{PREFIX_LEN}", "dev", NODE_IFACE], f"addressing {ns}")
@@ -144,9 +202,19 @@ def _make_node_net(lay: Layout, k: int) -> None:
 
 
 def _make_cgroup(lay: Layout, ns: str, cpus: list[int]) -> None:
+    """A fresh cpuset cgroup for the node. An existing one is never adopted: `down` empties the
+    cgroups it removes (killing their tasks), which must only ever hit the project's own."""
     cg = cgroup_dir(ns)
+    _refuse_foreign([("cgroup", str(cg))] if cg.exists() else [])
     _remember(lay, "cgroup", str(cg))
-    cg.mkdir(exist_ok=True)
+    try:
+        cg.mkdir()
+    except FileExistsError:  # appeared since the check: someone else's
+        _forget(lay, "cgroup", str(cg))
+        _refuse_foreign([("cgroup", str(cg))])
+    except OSError as e:
+        _forget(lay, "cgroup", str(cg))
+        raise HpclabError(f"could not create the cgroup {cg}: {e}", f"check that {CPUSET_ROOT} is writable (run as root)")
     (cg / "cpuset.cpus").write_text(",".join(map(str, cpus)))
     (cg / "cpuset.mems").write_text((CPUSET_ROOT / "cpuset.mems").read_text().strip())
 
@@ -329,6 +397,9 @@ def _up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped"
             "stop it first with 'hpclab cluster down', then start the one you want",
         )
 
+    # A name that is taken but not in the record is someone else's: refuse before stopping or
+    # creating anything (what the record holds is ours, and the teardown below removes it).
+    _refuse_foreign(foreign_objects(lay, nodes))
     # Leftovers of a crashed or half-started cluster: its daemons first, then its network.
     local.down()
     _teardown(lay)
@@ -447,6 +518,17 @@ def network_state() -> NetworkState:
     devs = [line.split(":")[1].strip().split("@")[0] for line in r.stdout.splitlines() if ":" in line]
     cgs = sorted(p.name for p in CPUSET_ROOT.glob("hpclab-node*")) if CPUSET_ROOT.is_dir() else []
     return NetworkState(BRIDGE in devs, ns, sorted(d for d in devs if d.startswith("hpclab-v")), cgs)
+
+
+def link_in_effect(lay: Layout | None = None) -> str | None:
+    """The link line `up` printed for the virtual network that exists now: the profile and which
+    of its parts took effect (e.g. "delay ... NOT applied"); None when there is no virtual network.
+    Meant for `hpclab cluster status`."""
+    lay = lay or config.layout()
+    have = _load_layout(lay)
+    if have is None or BRIDGE not in _load_record(lay)["bridge"]:
+        return None
+    return have.link_summary
 
 
 def up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped", **kwargs):
