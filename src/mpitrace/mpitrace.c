@@ -149,10 +149,20 @@ static mt_record *next_record(void)
     return r;
 }
 
-static mt_record *event(uint16_t call, int64_t t0, int64_t t1)
+/* Make room for n records written together (an event and its extras, or a definition and
+ * its chunks), flushing first if they would not fit. Flushing here, between events, records
+ * the flush as an event; a flush inside a group (next_record) could not be, and would leave
+ * the tracer's cost invisible. Only a group larger than the whole buffer is still split. */
+static void reserve(size_t n)
 {
-    if (S.nbuf == S.cap)
+    if (S.nbuf > 0 && S.nbuf + n > S.cap)
         flush_with_event();
+}
+
+/* An event record followed by `extra` records the caller writes next. */
+static mt_record *event_x(uint16_t call, int64_t t0, int64_t t1, size_t extra)
+{
+    reserve(1 + extra);
     mt_record *r = next_record();
     r->call = call;
     r->seq = S.seq++;
@@ -161,10 +171,13 @@ static mt_record *event(uint16_t call, int64_t t0, int64_t t1)
     return r;
 }
 
+static mt_record *event(uint16_t call, int64_t t0, int64_t t1) { return event_x(call, t0, t1, 0); }
+
 /* A definition record followed by its payload in 54-byte chunks. */
 static void definition(uint16_t call, int32_t id, int32_t n, const void *data, size_t len)
 {
     size_t per = MT_RECORD_SIZE - 2, chunks = (len + per - 1) / per;
+    reserve(1 + chunks);
     mt_record *r = next_record();
     r->call = call;
     r->seq = S.seq;
@@ -674,7 +687,7 @@ static void sendrecv_record(uint16_t call, int64_t t0, int scount, MPI_Datatype 
     int64_t t1 = now();
     LOCK();
     int ci = comm_index(comm);
-    mt_record *r = event(call, t0, t1);
+    mt_record *r = event_x(call, t0, t1, 1);
     r->peer = world_of(ci, dest);
     r->tag = stag;
     r->comm = S.comm[ci].id;
@@ -736,7 +749,7 @@ static void completion_event(uint16_t call, int64_t t0, int n, const MPI_Request
     if (rc == MPI_SUCCESS)
         for (int i = 0; i < n; i++)
             k += done[i] && known_request(before[i]);
-    mt_record *r = event(call, t0, t1);
+    mt_record *r = event_x(call, t0, t1, (size_t)(k > 65535 ? 65535 : k));
     r->nextra = (uint16_t)(k > 65535 ? 65535 : k);
     r->aux = n;
     uint32_t seq = r->seq;
