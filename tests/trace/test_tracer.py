@@ -211,3 +211,89 @@ def test_poisson_traced_has_its_regions():
     names = set(t.events.loc[t.events["call"] == "region_begin", "name"])
     assert {"exchange", "red", "black"} <= names
     assert [str(x) for x in check(t) if x.fatal] == []
+
+
+@pytest.fixture(scope="module")
+def traced_more(prog, tmp_path_factory):
+    """`trace_prog more` on 3 ranks with a 64-record buffer (the smallest the tracer takes), so
+    every rank's buffer fills and is flushed several times while the program runs."""
+    d = tmp_path_factory.mktemp("more") / "trace"
+    res = run_traced([str(prog), "more"], 3, d, MPITRACE_BUFFER_RECORDS="64")
+    provided = int(res.stdout.split("provided=")[1].split()[0])
+    return 3, load_dir(d), provided
+
+
+def test_small_buffer_is_flushed_when_full_and_loses_nothing(traced_more):
+    """With a buffer of 64 records, is it flushed several times per rank, with every event still
+    there, in order, and every message matched?"""
+    p, t, _ = traced_more
+    assert t.meta["tracer_flushes"] >= 3 * p  # 200+ records per rank
+    assert t.meta["problems"] == []
+    assert [str(x) for x in check(t) if x.fatal] == []
+    ev = t.events
+    for r in range(p):
+        e = ev[ev["rank"] == r]
+        assert (e["seq"].diff().dropna() > 0).all()
+        loop = e[(e["call"] == "MPI_Sendrecv") & (e["tag"] == 16)]
+        assert len(loop) == 100
+        assert set(loop["peer"]) == {(r + 1) % p} and set(loop["recv_peer"]) == {(r - 1) % p}
+        assert e["call"].iloc[0] == "MPI_Init" and e["call"].iloc[-1] == "MPI_Finalize"
+    assert match(t).problems == []
+    assert "flush" not in set(ev["call"])  # the tracer's own flushes are not events
+
+
+def test_init_thread_is_recorded_as_init_with_the_thread_level(traced_more):
+    """Is MPI_Init_thread loaded as MPI_Init, with the thread level MPI provided?"""
+    p, t, provided = traced_more
+    assert t.meta["calls_recorded"]["MPI_Init_thread"] == p
+    assert t.meta["calls_mapped"]["MPI_Init_thread -> MPI_Init"] == p
+    assert t.meta["thread_levels"] == {r: provided for r in range(p)}
+
+
+def test_comm_dup_gets_its_own_id_with_all_world_ranks(traced_more):
+    """Does a Comm_dup of COMM_WORLD name its parent, get a new id shared by all ranks, list all
+    world ranks, and keep its messages apart from COMM_WORLD's?"""
+    p, t, _ = traced_more
+    ev = t.events
+    dup = ev[ev["call"] == "MPI_Comm_dup"]
+    assert len(dup) == p and set(dup["comm"]) == {0}
+    on_dup = {int(c) for c in ev.loc[(ev["call"] == "MPI_Isend") & ev["tag"].isin([10, 12, 14]), "comm"]}
+    assert len(on_dup) == 1
+    cid = on_dup.pop()
+    assert cid != 0 and t.comms[cid] == list(range(p))
+    assert set(ev.loc[(ev["call"] == "MPI_Isend") & ev["tag"].isin([11, 13]), "comm"]) == {0}
+
+
+def test_any_some_and_testall_calls_name_exactly_the_requests_they_completed(traced_more):
+    """Do Testall, Waitany, Testany, Waitsome and Testsome each complete their two requests
+    exactly once, with unfinished polls completing nothing, and the receives carry what matched?"""
+    p, t, _ = traced_more
+    ev = t.events
+    rec = t.meta["calls_recorded"]
+    assert rec["MPI_Waitany"] == 2 * p
+    for call in ("MPI_Testall", "MPI_Testany", "MPI_Waitsome", "MPI_Testsome"):
+        assert rec[call] >= p, call
+    for r in range(p):
+        e = ev[ev["rank"] == r]
+        irecv = e[e["call"] == "MPI_Irecv"]
+        assert irecv[["peer", "tag", "bytes"]].values.tolist() == [[(r - 1) % p, tag, 32] for tag in range(10, 15)]
+        assert e.loc[e["req"] >= 0, "req"].tolist() == list(range(10))
+        done = [c for c in e["completes"] if c]
+        assert sorted(i for c in done for i in c) == list(range(10))
+        # request ids come in pairs (Irecv, Isend), one pair per completion style, in program order
+        waits = e[e["completes"].map(len) > 0]
+        pairs = [tuple(sorted(c)) for c in waits["completes"]]
+        assert pairs[0] == (0, 1) and waits["call"].iloc[0] == "MPI_Testall"  # Testall: all at once
+        assert sorted(pairs[1:3]) == [(2,), (3,)]                              # Waitany: one each
+        assert set(waits.loc[waits["completes"].map(lambda c: set(c) <= {2, 3}), "call"]) == {"MPI_Wait"}
+
+
+def test_sendrecv_replace_is_recorded_as_a_sendrecv(traced_more):
+    """Is MPI_Sendrecv_replace loaded as a Sendrecv with both halves (peer, tag, bytes)?"""
+    p, t, _ = traced_more
+    assert t.meta["calls_mapped"]["MPI_Sendrecv_replace -> MPI_Sendrecv"] == p
+    ev = t.events
+    for r in range(p):
+        sr = ev[(ev["rank"] == r) & (ev["call"] == "MPI_Sendrecv") & (ev["tag"] == 15)]
+        assert sr[["peer", "bytes", "recv_peer", "recv_tag", "recv_bytes"]].values.tolist() == [
+            [(r + 1) % p, 40, (r - 1) % p, 15, 40]]

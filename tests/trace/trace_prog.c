@@ -2,9 +2,13 @@
  *
  * Every call it makes has an answer known in advance (peers, tags, sizes), which the test
  * checks against the loaded trace. `trace_prog crash` flushes the trace, makes one more call
- * and leaves with _exit() without MPI_Finalize, like a crashed run.
+ * and leaves with _exit() without MPI_Finalize, like a crashed run. `trace_prog more` runs a
+ * second program (more_calls below) for the calls the first does not make: Init_thread,
+ * Comm_dup, Testall/Testany/Testsome, Waitany/Waitsome, Sendrecv_replace, and enough calls to
+ * fill a small tracer buffer (MPITRACE_BUFFER_RECORDS) several times.
  */
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,8 +20,74 @@ void mpitrace_flush(void) __attribute__((weak));
 static void begin(const char *n) { if (mpitrace_begin) mpitrace_begin(n); }
 static void end(const char *n) { if (mpitrace_end) mpitrace_end(n); }
 
+#define MORE_LOOP 100 /* Sendrecvs at the end of more_calls: 2 records each, many buffers of 64 */
+
+/* Post a receive from the left and a send to the right with one tag on `c` (8 ints each way). */
+static void post_pair(MPI_Comm c, int left, int right, int tag, int *in, int *out, MPI_Request q[2])
+{
+    MPI_Irecv(in, 8, MPI_INT, left, tag, c, &q[0]);
+    MPI_Isend(out, 8, MPI_INT, right, tag, c, &q[1]);
+}
+
+static int more_calls(int *argc, char ***argv)
+{
+    int provided = -1;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    int r, p;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &p);
+    if (r == 0)
+        printf("provided=%d\n", provided);
+    int right = (r + 1) % p, left = (r - 1 + p) % p;
+    int in[8], out[8] = {0};
+    MPI_Request q[2];
+    MPI_Status sts[2];
+    int flag, idx, outcount, ids[2], done;
+
+    /* requests 0, 1 on a duplicate of COMM_WORLD, polled with Testall */
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    post_pair(dup, left, right, 10, in, out, q);
+    do
+        MPI_Testall(2, q, &flag, sts);
+    while (!flag);
+
+    /* requests 2, 3: two Waitany, one request each */
+    post_pair(MPI_COMM_WORLD, left, right, 11, in, out, q);
+    for (int k = 0; k < 2; k++)
+        MPI_Waitany(2, q, &idx, &sts[0]);
+
+    /* requests 4, 5: Testany until both are done */
+    post_pair(dup, left, right, 12, in, out, q);
+    for (done = 0; done < 2;) {
+        MPI_Testany(2, q, &idx, &flag, MPI_STATUS_IGNORE);
+        done += flag && idx != MPI_UNDEFINED;
+    }
+
+    /* requests 6, 7: Waitsome; requests 8, 9: Testsome */
+    post_pair(MPI_COMM_WORLD, left, right, 13, in, out, q);
+    for (done = 0; done < 2; done += outcount)
+        MPI_Waitsome(2, q, &outcount, ids, sts);
+    post_pair(dup, left, right, 14, in, out, q);
+    for (done = 0; done < 2; done += outcount)
+        MPI_Testsome(2, q, &outcount, ids, MPI_STATUSES_IGNORE);
+
+    /* 5 doubles to the right, replaced by the left neighbour's */
+    double d[5] = {0};
+    MPI_Sendrecv_replace(d, 5, MPI_DOUBLE, right, 15, left, 15, dup, MPI_STATUS_IGNORE);
+
+    for (int k = 0; k < MORE_LOOP; k++)
+        MPI_Sendrecv(out, 1, MPI_INT, right, 16, in, 1, MPI_INT, left, 16, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+    MPI_Comm_free(&dup);
+    MPI_Finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "more") == 0)
+        return more_calls(&argc, &argv);
     MPI_Init(&argc, &argv);
     int crash = argc > 1 && strcmp(argv[1], "crash") == 0;
     int r, p;
