@@ -422,12 +422,12 @@ def draw(topo: Topology, bindings=None, ax=None, title: str | None = None):
     return ax
 
 
-def figure(topo: Topology, panels=None, title: str | None = None, provenance: dict | None = None):
+def figure(topo: Topology, panels=None, title: str | None = None, provenance: dict | list | None = None):
     """A Figure with one topology drawing per bindings table.
 
     panels: None (bare topology), one bindings table/dict, or {label: bindings} for several
     panels stacked vertically (e.g. {"launcher mask": ..., "CPU seen by the rank": ...}).
-    provenance: dict with host, date, run_id for the footnote. Returns a matplotlib Figure.
+    provenance: dict (or list of dicts) with host, date, run_id for the footnote. Returns a matplotlib Figure.
     """
     from hpclab import plots
 
