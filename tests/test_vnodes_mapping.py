@@ -1,19 +1,42 @@
-"""On virtual nodes, the traced message matrix of a 2D Poisson run, aggregated per node, counts
-exactly the inter-node messages the mapping predicts, for the linear and the blocked mapping."""
+"""On four virtual nodes (oversubscribed on a 2-core machine), the traced message matrix of a 2D
+Poisson run, aggregated per node, holds exactly the inter-node messages the mapping predicts, for
+the linear and the blocked mapping: in total and for every pair of nodes."""
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
+
 import pytest
 
-from hpclab import experiment, spec
+from hpclab import experiment, paths, spec
 from hpclab.errors import HpclabError
 from hpclab.trace import mapping
 from hpclab.trace.load import load_run
 from hpclab.trace.matrix import aggregate, message_matrix
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+NODES, PX, PY, K = 4, 2, 4, 2  # a 2 x 4 grid, 2 ranks on each of 4 nodes
+NAMES = [f"node{n + 1}" for n in range(NODES)]
 
-PX, PY, K = 2, 4, 4  # a 2 x 4 grid, 4 ranks per node on 2 nodes: linear cuts 4 edges, 2 x 2 tiles cut 2
+
+def _mappings() -> dict[str, list[int]]:
+    """The linear mapping, and the blocked mapping whose tile differs from it (a 1 x 2 tile on a
+    2 x 4 grid is the linear mapping itself; the 2 x 1 tile puts each grid column on a node)."""
+    linear = mapping.linear_mapping(PX, PY, K)
+    tile = next(t for t in mapping.tile_shapes(PX, PY, K) if mapping.blocked_mapping(PX, PY, K, tile=t) != linear)
+    return {"linear": linear, "blocked": mapping.blocked_mapping(PX, PY, K, tile=tile)}
+
+
+def _pairs(nodes: list[int], exchanges: int) -> Counter:
+    """Messages each (sender node, receiver node) pair should carry: every grid edge between two
+    nodes carries one message each way per halo exchange."""
+    out: Counter = Counter()
+    for r, s in mapping.neighbour_pairs(PX, PY):
+        a, b = NAMES[nodes[r]], NAMES[nodes[s]]
+        if a != b:
+            out[(a, b)] += exchanges
+            out[(b, a)] += exchanges
+    return out
 
 
 def _exchanges(trace) -> int:
@@ -21,33 +44,42 @@ def _exchanges(trace) -> int:
     return int(((ev["rank"] == 0) & (ev["call"] == "region_begin") & (ev["name"] == "exchange")).sum())
 
 
-def test_traced_internode_messages_match_the_mapping(cluster, tmp_path, monkeypatch):
-    """Does the per-node message matrix of a real run count 2 x exchanges x cut edges, for both mappings?"""
+def test_mappings_differ_node_by_node():
+    """Do the two mappings put ranks on different nodes and join different node pairs? (On this grid
+    both cut 6 grid edges, so the per-pair check below is what tells them apart.)"""
+    m = _mappings()
+    assert m["linear"] != m["blocked"]
+    assert set(_pairs(m["linear"], 1)) != set(_pairs(m["blocked"], 1))
+    assert sum(_pairs(m["blocked"], 1).values()) == mapping.internode_messages(PX, PY, m["blocked"])
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_traced_internode_messages_match_the_mapping(cluster, monkeypatch):
+    """Does the per-node message matrix of a real 8-rank run on 4 nodes count 2 x exchanges x cut
+    edges in total, and the predicted count for each pair of nodes, for both mappings?"""
     from hpclab import multinode
 
     # Not under /tmp: every virtual node has a private /tmp, so job files must live elsewhere.
-    import uuid
-
-    from hpclab import paths
-
     work = paths.build_dir() / "test-runs" / uuid.uuid4().hex[:8]
     monkeypatch.setenv("HPCLAB_RUNS", str(work / "runs"))
-    mappings = {"linear": mapping.linear_mapping(PX, PY, K), "blocked": mapping.blocked_mapping(PX, PY, K, tile=(2, 2))}
-    assert mapping.internode_messages(PX, PY, mappings["blocked"]) < mapping.internode_messages(PX, PY, mappings["linear"])
-    with multinode.virtual_nodes(2, link="unshaped", cpus_per_node=2):  # 4 ranks per 2-CPU node
+    mappings = _mappings()
+    # 2 CPUs per node: both of the machine's, so each node holds its 2 ranks; 8 CPUs on 2 cores.
+    with multinode.virtual_nodes(NODES, link="unshaped", cpus_per_node=2) as report:
+        assert "OVERSUBSCRIBED" in report.client_config
         specs = []
         for name, nodes in mappings.items():
             hostfile = work / f"{name}.hosts"
             hostfile.parent.mkdir(parents=True, exist_ok=True)
-            hostfile.write_text(mapping.slurm_hostfile(nodes, names=["node1", "node2"]))
+            hostfile.write_text(mapping.slurm_hostfile(nodes, names=NAMES))
             specs.append(spec.make_spec(
-                kernel="poisson", nodes=2, ntasks=PX * PY, oversubscribe=True, trace=True, label=name,
+                kernel="poisson", nodes=NODES, ntasks=PX * PY, oversubscribe=True, trace=True, label=name,
                 args={"n": 64, "grid": f"{PX}x{PY}", "exchange": "nonblocking", "iters": 4},
                 binding={"distribution": "arbitrary"}, env={"SLURM_HOSTFILE": str(hostfile)},
                 experiment="vnodes-mapping"))
         runs = experiment.run(specs, wait=False)
         try:
-            experiment.wait_for(runs, timeout=600, progress=False)
+            experiment.wait_for(runs, timeout=900, progress=False)
         except HpclabError:
             # Open MPI 4.1.4 now and then segfaults inside MPI_Init on oversubscribed virtual
             # nodes (not what this test is about): such a run, and only such a run, is submitted
@@ -56,10 +88,17 @@ def test_traced_internode_messages_match_the_mapping(cluster, tmp_path, monkeypa
             if not all(experiment.died_in_mpi_startup(r) for r in failed):
                 raise
             runs = [r for r in runs if r.state == "completed"] + experiment.run(
-                [r.spec for r in failed], progress=False, timeout=600)
+                [r.spec for r in failed], progress=False, timeout=900)
+    assert sorted(r.spec.label for r in runs) == sorted(mappings)
     for run in runs:
         nodes = mappings[run.spec.label]
         trace = load_run(run.path)
-        assert [trace.hosts[r] for r in range(PX * PY)] == [f"node{n + 1}" for n in nodes], "ranks ran where mapped"
-        counted = aggregate(message_matrix(trace), trace.hosts).off_diagonal("count")
-        assert counted == mapping.internode_messages(PX, PY, nodes, exchanges=_exchanges(trace))
+        assert [trace.hosts[r] for r in range(PX * PY)] == [NAMES[n] for n in nodes], "ranks ran where mapped"
+        exchanges = _exchanges(trace)
+        assert exchanges > 0
+        per_node = aggregate(message_matrix(trace), trace.hosts)
+        assert per_node.off_diagonal("count") == mapping.internode_messages(PX, PY, nodes, exchanges=exchanges)
+        counts = per_node.frame("count")
+        seen = Counter({(a, b): int(counts.loc[a, b]) for a in counts.index for b in counts.columns
+                        if a != b and counts.loc[a, b]})
+        assert seen == _pairs(nodes, exchanges), run.spec.label
