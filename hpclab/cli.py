@@ -50,8 +50,13 @@ def _cluster(args: argparse.Namespace) -> int:
         print("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
         return 0
     if args.action == "status":
+        from hpclab.cluster import vnodes
+
         st = cluster.status()
         print(st.render())
+        link = vnodes.link_in_effect()
+        if link:  # virtual nodes: the link profile and which of its parts took effect
+            print(f"  {link}")
         return 0 if st.running else 1
     if args.action == "env":
         sys.stdout.write(cluster.env_script())

@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -324,6 +325,9 @@ def test_two_nodes_pingpong_shared_memory_inside_tcp_across(vcluster, scratch):
     assert "OVERSUBSCRIBED" in report.client_config  # 2 nodes x 2 CPUs on a 2-core machine
     assert "tbf on 4/4 veth ends" in report.client_config
     assert _wait_idle(["node1", "node2"]) == {"node1": "idle", "node2": "idle"}
+    status = subprocess.run([sys.executable, "-m", "hpclab.cli", "cluster", "status"], capture_output=True,
+                            text=True, timeout=60).stdout
+    assert "link '1g': rate" in status, f"cluster status does not name the link profile:\n{status}"
 
     inside = _pingpong(scratch, "inside.json", ["srun", "--mpi=pmix", "-N1", "-n2", "-w", "node1"], 4096)
     across = _pingpong(scratch, "across.json",
