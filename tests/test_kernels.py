@@ -2,9 +2,10 @@
 
 Every test launches the built binaries under Open MPI's mpirun (or as a singleton) with small
 sizes, and checks properties that hold on any machine: the report structure, validation,
-bit-identical Poisson results for every process grid, payload integrity, the transport the
-library reports for a forced MCA selection, the placement a binding request produces, and the
-one-line exit(2) for bad input.
+bit-identical Poisson results for every process grid and OpenMP thread count, payload
+integrity, the transport the library reports (forced MCA selections, and the default one checked
+against Open MPI's own verbose selection output), the placement a binding request produces, and
+the one-line exit(2) for bad input.
 """
 
 from __future__ import annotations
@@ -170,6 +171,29 @@ def test_poisson_gives_the_same_answer_for_every_grid_and_exchange(bins, tmp_pat
         assert math.isclose(res["error_max"], ref["error_max"], rel_tol=1e-12), case
 
 
+@pytest.mark.parametrize("fuse", [False, True], ids=["residuum-separate", "residuum-fused"])
+def test_poisson_two_threads_give_the_same_answer_as_one(bins, tmp_path, fuse):
+    """Do 2 OpenMP threads per rank give the residual history and error of 1 thread (to
+    round-off), on one rank and on a 2x1 grid, with the residuum separate and fused into the black
+    sweep (whose thread-block edges are handled apart)? N = 33 splits unevenly over ranks and
+    threads."""
+    args = ["--n", "33", "--iters", "30", *(["--fuse"] if fuse else [])]
+    results = {}
+    for np, grid in ((1, "1x1"), (2, "2x1")):
+        for threads in (1, 2):
+            _, doc = run_json(bins, tmp_path, "poisson", [*args, "--grid", grid], np=np,
+                              threads=threads)
+            assert doc["validation"]["ok"]
+            assert doc["config"]["threads"] == threads and doc["results"]["fuse"] is fuse
+            assert all(len(e["threads"]) == threads for e in doc["placement"])
+            results[(grid, threads)] = doc["results"]
+    ref = results[("1x1", 1)]
+    for case, res in results.items():
+        assert res["iterations"] == ref["iterations"] == 30
+        assert res["residual_history"] == pytest.approx(ref["residual_history"], rel=1e-12), case
+        assert res["error_max"] == pytest.approx(ref["error_max"], rel=1e-12), case
+
+
 def test_poisson_uneven_split_gives_the_same_answer(bins, tmp_path):
     """Does a grid that does not divide N (25 points over 2 and 3 ranks) match one rank?"""
     args = ["--n", "25", "--iters", "20"]
@@ -228,6 +252,83 @@ def test_pingpong_reports_the_btl_that_mca_selected(bins, tmp_path, btl):
     assert tr["mtl"] is None
     assert tr["source"].startswith("pml:MPI_T")
     assert doc["config"]["btl"] == ",".join(tr["btl"])
+
+
+# Open MPI's own account of a run, used to check the report against: with these verbosities each
+# process prints "select: component <pml> selected" and, from the BML (Open MPI 4.1),
+# "mca: bml: Using <btl> btl for send to [[<job>,<n>],<rank>] on node <host>" for every peer.
+OMPI_VERBOSE = ["--mca", "pml_base_verbose", "10", "--mca", "btl_base_verbose", "30"]
+
+
+def ompi_selection(output: str) -> tuple[set[str], set[str]]:
+    """From Open MPI's verbose output: (PMLs the processes selected, BTLs rank 0 sends through,
+    to itself and to its peers). Rank 0 is the process whose self BTL sends to rank 0."""
+    pmls = set(re.findall(r"\] select: component (\S+) selected", output))
+    using = re.findall(r"\[([^\]]+)\] mca: bml: Using (\S+) btl for send to \[\[\d+,\d+\],(\d+)\]",
+                       output)
+    rank0 = {proc for proc, btl, to in using if btl == "self" and to == "0"}
+    return pmls, {btl for proc, btl, _ in using if proc in rank0}
+
+
+def test_pingpong_default_selection_reports_what_open_mpi_chose(bins, tmp_path):
+    """With no MCA selection, 2 ranks on one node: does the report name the PML that Open MPI's
+    own verbose output says it selected, and exactly the BTLs its BML says rank 0 sends through
+    (ob1 with vader, plus self for itself), leaving out BTLs that are open but carry nothing (tcp)?"""
+    if any(f"OMPI_MCA_{f}" in os.environ for f in ("pml", "btl", "mtl")):
+        pytest.skip("OMPI_MCA_pml/btl/mtl is set: this run would not be Open MPI's default")
+    p, doc = run_json(bins, tmp_path, "pingpong", ["--max-bytes", "1024", "--reps", "20"],
+                      mpirun_opts=OMPI_VERBOSE)
+    pmls, btls = ompi_selection(p.stdout + p.stderr)
+    tr = doc["results"]["transport"]
+    assert pmls == {tr["pml"]}, pmls
+    assert tr["source"].startswith("pml:MPI_T")
+    if tr["pml"] != "ob1":  # e.g. ucx where an InfiniBand device exists: no BTLs at all
+        assert tr["btl"] == [] and not btls
+        return
+    assert "self" in btls and set(tr["btl"]) <= set(tr["btl_open"])
+    if "bml-endpoint" in tr["source"]:
+        assert set(tr["btl"]) == btls
+        if "vader" in tr["btl_open"]:  # one node: shared memory outranks the network BTLs
+            assert sorted(tr["btl"]) == ["self", "vader"]
+    else:  # built without Open MPI's headers: never more than the BML chose
+        assert set(tr["btl"]) <= btls
+    assert doc["config"]["btl"] == (",".join(tr["btl"]) or None)
+
+
+@pytest.fixture(scope="session")
+def mpit_only_bins(tmp_path_factory):
+    """pingpong built without Open MPI's internal headers (transport from MPI_T alone)."""
+    d = tmp_path_factory.mktemp("mpit-only")
+    out = subprocess.run(["make", "-s", "-C", str(paths.repo() / "src" / "pingpong"),
+                          "OMPI_INTERNALS=no", f"BINDIR={d}", f"OBJDIR={d / 'obj'}"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, f"make failed:\n{out.stdout}\n{out.stderr}"
+    return d
+
+
+@pytest.mark.parametrize("btl", [None, "self,tcp"], ids=["default", "forced-tcp"])
+def test_pingpong_without_ompi_headers_never_reports_an_unused_btl(mpit_only_bins, tmp_path, btl):
+    """Built without Open MPI's internal headers, MPI_T only lists the BTLs left open: does the
+    report name BTLs only when that list settles it (one BTL besides self), matching what the BML
+    says it uses, and otherwise say 'unknown' instead of listing an open BTL that carries nothing
+    (on one node by default: tcp beside vader)?"""
+    opts = OMPI_VERBOSE + (["--mca", "pml", "ob1", "--mca", "btl", btl] if btl else [])
+    p, doc = run_json(mpit_only_bins, tmp_path, "pingpong", ["--max-bytes", "64", "--reps", "20"],
+                      mpirun_opts=opts)
+    pmls, btls = ompi_selection(p.stdout + p.stderr)
+    tr = doc["results"]["transport"]
+    assert "bml-endpoint" not in tr["source"]
+    if tr["pml"] != "ob1":
+        assert tr["btl"] == []
+        return
+    others = [b for b in tr["btl_open"] if b != "self"]
+    if len(others) == 1:
+        assert tr["source"] == "pml:MPI_T btl:MPI_T-sole-open mtl:none"
+        assert set(tr["btl"]) == btls
+    else:
+        assert tr["source"] == "pml:MPI_T btl:unknown mtl:none" and tr["btl"] == []
+    if btl:
+        assert sorted(tr["btl"]) == ["self", "tcp"]
 
 
 def test_pingpong_reports_ucx_when_ucx_is_forced(bins, tmp_path):

@@ -56,6 +56,31 @@ static int component_of(const char *name, const char *framework, char *out, size
     return strcmp(out, "base") != 0;
 }
 
+/* Without the BML endpoint (no internal headers), MPI_T only tells which BTL components are
+   still open, and open is not used: on one node tcp stays open beside vader although ob1 sends
+   every message to the peer through vader. The open list settles the question only when a single
+   BTL besides self is open, since the peer (traffic has flowed) can only have been reached
+   through it; otherwise leave t->btl empty and say "unknown" rather than list BTLs that may carry
+   nothing. Returns the source name. */
+static const char *btl_from_open(hpc_transport *t)
+{
+    char list[sizeof t->btl_open], other[64] = "";
+    int others = 0, self = 0;
+    snprintf(list, sizeof list, "%s", t->btl_open);
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, "self") == 0) {
+            self = 1;
+        } else {
+            others++;
+            snprintf(other, sizeof other, "%s", tok);
+        }
+    }
+    if (others != 1) return "unknown";
+    if (self) list_add(t->btl, sizeof t->btl, "self");
+    list_add(t->btl, sizeof t->btl, other);
+    return "MPI_T-sole-open";
+}
+
 void hpc_transport_detect(hpc_transport *t, MPI_Comm comm, int peer)
 {
     memset(t, 0, sizeof *t);
@@ -102,11 +127,7 @@ void hpc_transport_detect(hpc_transport *t, MPI_Comm comm, int peer)
 #ifdef HPCLAB_OMPI_INTERNALS
         if (hpc_ompi_btls(comm, peer, t->btl, sizeof t->btl) == 0) btl_src = "bml-endpoint";
 #endif
-        if (!*t->btl && *t->btl_open) {
-            /* Less precise: components open, not necessarily used towards this peer. */
-            snprintf(t->btl, sizeof t->btl, "%s", t->btl_open);
-            btl_src = "MPI_T-open";
-        }
+        if (!*t->btl && *t->btl_open) btl_src = btl_from_open(t);
     }
     if (strcmp(t->pml, "cm") == 0) {
 #ifdef HPCLAB_OMPI_INTERNALS

@@ -6,7 +6,7 @@
 
 typedef struct {
     char pml[64];        /* selected PML, "" if unknown */
-    char btl[256];       /* comma list of BTLs used towards self and the peer, "" if none */
+    char btl[256];       /* comma list of BTLs used towards self and the peer, "" if none/unknown */
     char mtl[64];        /* selected MTL (only with pml cm), "" if none */
     char btl_open[256];  /* BTL components left open after MPI_Init (MPI_T), comma list */
     char source[160];    /* where each answer came from */
