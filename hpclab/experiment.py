@@ -264,6 +264,22 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
 wait = wait_for  # the name notebooks use: experiment.wait(runs)
 
 
+def run_again_if_startup_crashed(specs: list, timeout: float | None = None, progress: bool = True) -> list[Run]:
+    """run(specs), and submit once more exactly the runs that died inside MPI_Init (see
+    died_in_mpi_startup); their failed folders stay as they are. Any other failure raises as run
+    does. Returns the completed runs, one per job."""
+    runs = run(specs, wait=False, progress=progress)
+    try:
+        wait_for(runs, timeout=timeout, progress=progress)
+    except HpclabError:
+        failed = [r for r in runs if r.state != "completed"]
+        if not all(died_in_mpi_startup(r) for r in failed):
+            raise
+        runs = [r for r in runs if r.state == "completed"] + run(
+            [r.spec for r in failed], progress=progress, timeout=timeout)
+    return runs
+
+
 def died_in_mpi_startup(run: Run) -> bool:
     """Did the run's program die from a signal before the kernel printed its first line
     (`arguments = ...`, written right after MPI_Init)? Then the crash is in the MPI library's

@@ -11,7 +11,9 @@ this module only strings it together for the notebook:
   machine (intra) and, for the inter-node link, to the quoted 2019 InfiniBand pingpong;
 - `seed_scale(...)`: the 384-rank, 16-node Poisson case generated from rates measured here,
   replayed under that model, split the same way (a simulation, labelled as such);
-- `side_by_side_figure(...)`: our diagram next to the quoted 2014 one.
+- `side_by_side_figure(...)`: our diagram next to the quoted 2014 one;
+- `measure_mapping(...)`: the linear against a blocked rank-to-node mapping, traced on virtual
+  nodes, with the inter-node messages predicted and counted (`mapping_counts`).
 """
 
 from __future__ import annotations
@@ -496,3 +498,99 @@ def link_rows(pingpongs: dict) -> tuple[list[dict], list[dict], pd.DataFrame]:
         intra, intra_src = inter, "one CPU per node: same rows as the inter-node link"
     src = pd.DataFrame({"source": [intra_src, inter_src]}, index=pd.Index(["intra-node", "inter-node"], name="link"))
     return intra, inter, src
+
+
+# --- the mapping, measured on (virtual) nodes ----------------------------------------------------
+
+MAPPING_EXPERIMENT = "05-mapping"
+
+
+def mapping_layouts(px: int, py: int, ranks_per_node: int) -> dict[str, list[int]]:
+    """{"linear": node of each rank, "blocked": ...}: ranks filling nodes in order, against the
+    squarest tile of ranks per node that differs from it (on some grids the squarest tile *is* the
+    linear mapping, e.g. 1 x 2 tiles on a 2 x 4 grid with 2 ranks per node)."""
+    from hpclab.trace import mapping
+    linear = mapping.linear_mapping(px, py, ranks_per_node)
+    tiles = sorted(mapping.tile_shapes(px, py, ranks_per_node), key=lambda t: abs(t[0] - t[1]))
+    for tile in tiles:
+        blocked = mapping.blocked_mapping(px, py, ranks_per_node, tile=tile)
+        if blocked != linear:
+            return {"linear": linear, "blocked": blocked}
+    raise HpclabError(f"on a {px} x {py} grid with {ranks_per_node} rank(s) per node every tile is the linear mapping",
+                      "choose a grid with more than one rank row and column per node")
+
+
+def mapping_specs(px: int, py: int, names: list[str], *, n: int, iters: int, repetitions: int = 1,
+                  experiment: str = MAPPING_EXPERIMENT) -> tuple[dict[str, list[int]], list]:
+    """Traced Poisson specs of a px x py grid on the nodes `names` (px*py / len(names) ranks on
+    each), one per mapping of mapping_layouts, placed rank by rank with srun
+    --distribution=arbitrary and a SLURM_HOSTFILE written below build/mappings/ (not /tmp: each
+    virtual node has its own). Returns ({label: node index of each rank}, specs)."""
+    from hpclab import paths, spec
+    from hpclab.trace import mapping
+    ranks = px * py
+    if ranks % len(names):
+        raise HpclabError(f"{ranks} ranks do not divide evenly over {len(names)} node(s)",
+                          "choose a grid whose size is a multiple of the node count")
+    layouts = mapping_layouts(px, py, ranks // len(names))
+    folder = paths.build_dir() / "mappings"
+    folder.mkdir(parents=True, exist_ok=True)
+    specs = []
+    for label, nodes in layouts.items():
+        hostfile = folder / f"{px}x{py}-{len(names)}nodes-{label}.hosts"
+        hostfile.write_text(mapping.slurm_hostfile(nodes, names=names))
+        specs.append(spec.make_spec(
+            kernel="poisson", nodes=len(names), ntasks=ranks, oversubscribe=True, trace=True, label=label,
+            args={"n": n, "grid": f"{px}x{py}", "exchange": "nonblocking", "iters": iters},
+            binding={"distribution": "arbitrary"}, env={"SLURM_HOSTFILE": str(hostfile)},
+            repetitions=repetitions, experiment=experiment))
+    return layouts, specs
+
+
+def exchanges_of(trace) -> int:
+    """Halo exchanges rank 0 made (its 'exchange' regions): how often every grid edge carried a message each way."""
+    ev = trace.events
+    return int(((ev["rank"] == 0) & (ev["call"] == "region_begin") & (ev["name"] == "exchange")).sum())
+
+
+def mapping_counts(runs, layouts: dict[str, list[int]], px: int, py: int, iterations: int) -> pd.DataFrame:
+    """One row per traced run: its mapping, whether every rank ran on the node the mapping gave
+    it, the inter-node messages predicted from the grid (hpclab.trace.mapping) and counted in the
+    trace's per-node message matrix, the inter-node bytes, and the measured ms per iteration."""
+    from hpclab.trace import mapping, split as tsplit
+    from hpclab.trace.load import load_run
+    from hpclab.trace.matrix import aggregate, message_matrix
+    rows = []
+    for run in runs:
+        nodes = layouts[run.spec.label]
+        trace = load_run(run.path)
+        where = [trace.hosts[r] for r in range(px * py)]
+        # mapped: ranks given one node share a host, ranks given different nodes do not
+        pairs = set(zip(nodes, where))
+        per_node = aggregate(message_matrix(trace), trace.hosts)
+        rows.append({
+            "mapping": run.spec.label, "run": run.path.name,
+            "ranks where mapped": len(pairs) == len(set(nodes)) == len(set(where)),
+            "inter-node messages, predicted": mapping.internode_messages(px, py, nodes, exchanges=exchanges_of(trace)),
+            "inter-node messages, traced": int(per_node.off_diagonal("count")),
+            "inter-node MB": per_node.off_diagonal("volume") / 1e6,
+            "ms per iteration": tsplit.run_time(trace) * 1e-6 / iterations})
+    return pd.DataFrame(rows)
+
+
+def measure_mapping(px: int = 2, py: int = 4, nodes: int = 2, *, link: str = "1g", cpus_per_node: int = 2,
+                    n: int, iters: int, repetitions: int = 1, progress: bool = True) -> pd.DataFrame:
+    """Trace the linear and the blocked mapping of a px x py Poisson grid on `nodes` virtual nodes
+    of the local cluster (hpclab.multinode, joined by `link`; the single-node cluster is back
+    afterwards) and return mapping_counts of the runs. Ranks per node above cpus_per_node are
+    oversubscribed, as the notebook explains. On a real site there are no virtual nodes to pin
+    ranks to by name: prints why and returns an empty table."""
+    from hpclab import experiment, multinode
+    with multinode.virtual_nodes(nodes, link=link, cpus_per_node=cpus_per_node) as report:
+        if report is None:
+            print("Not on the local cluster: write a host file for your own allocation with "
+                  "hpclab.trace.mapping.slurm_hostfile and run the specs of imbalance.mapping_specs inside it.")
+            return pd.DataFrame()
+        layouts, specs = mapping_specs(px, py, report.nodes, n=n, iters=iters, repetitions=repetitions)
+        runs = experiment.run_again_if_startup_crashed(specs, timeout=900, progress=progress)
+    return mapping_counts(runs, layouts, px, py, iters)

@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from hpclab import experiment, paths, spec
-from hpclab.errors import HpclabError
+from hpclab import experiment, paths
+from hpclab import imbalance as imb
 from hpclab.trace import mapping
 from hpclab.trace.load import load_run
 from hpclab.trace.matrix import aggregate, message_matrix
@@ -20,11 +20,9 @@ NAMES = [f"node{n + 1}" for n in range(NODES)]
 
 
 def _mappings() -> dict[str, list[int]]:
-    """The linear mapping, and the blocked mapping whose tile differs from it (a 1 x 2 tile on a
-    2 x 4 grid is the linear mapping itself; the 2 x 1 tile puts each grid column on a node)."""
-    linear = mapping.linear_mapping(PX, PY, K)
-    tile = next(t for t in mapping.tile_shapes(PX, PY, K) if mapping.blocked_mapping(PX, PY, K, tile=t) != linear)
-    return {"linear": linear, "blocked": mapping.blocked_mapping(PX, PY, K, tile=tile)}
+    """The linear mapping, and the blocked one that differs from it (hpclab.imbalance picks the
+    2 x 1 tile here: a 1 x 2 tile on a 2 x 4 grid is the linear mapping itself)."""
+    return imb.mapping_layouts(PX, PY, K)
 
 
 def _pairs(nodes: list[int], exchanges: int) -> Counter:
@@ -37,11 +35,6 @@ def _pairs(nodes: list[int], exchanges: int) -> Counter:
             out[(a, b)] += exchanges
             out[(b, a)] += exchanges
     return out
-
-
-def _exchanges(trace) -> int:
-    ev = trace.events
-    return int(((ev["rank"] == 0) & (ev["call"] == "region_begin") & (ev["name"] == "exchange")).sum())
 
 
 def test_mappings_differ_node_by_node():
@@ -63,38 +56,18 @@ def test_traced_internode_messages_match_the_mapping(cluster, monkeypatch):
     # Not under /tmp: every virtual node has a private /tmp, so job files must live elsewhere.
     work = paths.build_dir() / "test-runs" / uuid.uuid4().hex[:8]
     monkeypatch.setenv("HPCLAB_RUNS", str(work / "runs"))
-    mappings = _mappings()
     # 2 CPUs per node: both of the machine's, so each node holds its 2 ranks; 8 CPUs on 2 cores.
     with multinode.virtual_nodes(NODES, link="unshaped", cpus_per_node=2) as report:
         assert "OVERSUBSCRIBED" in report.client_config
-        specs = []
-        for name, nodes in mappings.items():
-            hostfile = work / f"{name}.hosts"
-            hostfile.parent.mkdir(parents=True, exist_ok=True)
-            hostfile.write_text(mapping.slurm_hostfile(nodes, names=NAMES))
-            specs.append(spec.make_spec(
-                kernel="poisson", nodes=NODES, ntasks=PX * PY, oversubscribe=True, trace=True, label=name,
-                args={"n": 64, "grid": f"{PX}x{PY}", "exchange": "nonblocking", "iters": 4},
-                binding={"distribution": "arbitrary"}, env={"SLURM_HOSTFILE": str(hostfile)},
-                experiment="vnodes-mapping"))
-        runs = experiment.run(specs, wait=False)
-        try:
-            experiment.wait_for(runs, timeout=900, progress=False)
-        except HpclabError:
-            # Open MPI 4.1.4 now and then segfaults inside MPI_Init on oversubscribed virtual
-            # nodes (not what this test is about): such a run, and only such a run, is submitted
-            # once more; its failed folder stays as it is.
-            failed = [r for r in runs if r.state != "completed"]
-            if not all(experiment.died_in_mpi_startup(r) for r in failed):
-                raise
-            runs = [r for r in runs if r.state == "completed"] + experiment.run(
-                [r.spec for r in failed], progress=False, timeout=900)
+        assert report.nodes == NAMES
+        mappings, specs = imb.mapping_specs(PX, PY, NAMES, n=64, iters=4, experiment="vnodes-mapping")
+        runs = experiment.run_again_if_startup_crashed(specs, timeout=900, progress=False)
     assert sorted(r.spec.label for r in runs) == sorted(mappings)
     for run in runs:
         nodes = mappings[run.spec.label]
         trace = load_run(run.path)
         assert [trace.hosts[r] for r in range(PX * PY)] == [NAMES[n] for n in nodes], "ranks ran where mapped"
-        exchanges = _exchanges(trace)
+        exchanges = imb.exchanges_of(trace)
         assert exchanges > 0
         per_node = aggregate(message_matrix(trace), trace.hosts)
         assert per_node.off_diagonal("count") == mapping.internode_messages(PX, PY, nodes, exchanges=exchanges)
