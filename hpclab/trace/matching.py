@@ -36,27 +36,78 @@ class Matching:
     problems: list[Problem]
 
 
-def endpoints(ev: pd.DataFrame, codes: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Send and receive endpoints of the events table: idx, comm, src, dst, tag, bytes."""
-    codes = call_codes(ev) if codes is None else codes
+def _endpoint_arrays(ev: pd.DataFrame, codes: np.ndarray) -> tuple[dict, dict]:
+    """Send and receive endpoints as dicts of arrays (idx, comm, src, dst, tag, bytes), each in
+    event order. Only the endpoint rows are gathered: cheaper than masking whole columns."""
     peer = ev["peer"].to_numpy()
     rank = ev["rank"].to_numpy()
     comm = ev["comm"].to_numpy()
     tag = ev["tag"].to_numpy()
     nbytes = ev["bytes"].to_numpy()
-    idx = np.arange(len(ev))
-    s = calls_in(codes, ("MPI_Send", "MPI_Isend", "MPI_Sendrecv")) & (peer >= 0)
-    sends = pd.DataFrame({"idx": idx[s], "comm": comm[s], "src": rank[s], "dst": peer[s],
-                          "tag": tag[s], "bytes": nbytes[s]})
-    r1 = calls_in(codes, ("MPI_Recv", "MPI_Irecv")) & (peer >= 0)
     rp = ev["recv_peer"].to_numpy()
-    r2 = calls_in(codes, ("MPI_Sendrecv",)) & (rp >= 0)
-    r = r1 | r2
-    recvs = pd.DataFrame({"idx": idx[r], "comm": comm[r],
-                          "src": np.where(r2, rp, peer)[r], "dst": rank[r],
-                          "tag": np.where(r2, ev["recv_tag"].to_numpy(), tag)[r],
-                          "bytes": np.where(r2, ev["recv_bytes"].to_numpy(), nbytes)[r]})
+    s = np.flatnonzero(calls_in(codes, ("MPI_Send", "MPI_Isend", "MPI_Sendrecv")) & (peer >= 0))
+    sends = {"idx": s, "comm": comm[s], "src": rank[s], "dst": peer[s], "tag": tag[s], "bytes": nbytes[s]}
+    r = np.flatnonzero((calls_in(codes, ("MPI_Recv", "MPI_Irecv")) & (peer >= 0))
+                       | (calls_in(codes, ("MPI_Sendrecv",)) & (rp >= 0)))
+    sr = calls_in(codes[r], ("MPI_Sendrecv",))  # a Sendrecv's receive part has its own columns
+    recvs = {"idx": r, "comm": comm[r], "src": np.where(sr, rp[r], peer[r]), "dst": rank[r],
+             "tag": np.where(sr, ev["recv_tag"].to_numpy()[r], tag[r]),
+             "bytes": np.where(sr, ev["recv_bytes"].to_numpy()[r], nbytes[r])}
     return sends, recvs
+
+
+def endpoints(ev: pd.DataFrame, codes: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Send and receive endpoints of the events table: idx, comm, src, dst, tag, bytes."""
+    sends, recvs = _endpoint_arrays(ev, call_codes(ev) if codes is None else codes)
+    return pd.DataFrame(sends), pd.DataFrame(recvs)
+
+
+def _key_codes(sends: dict, recvs: dict) -> np.ndarray:
+    """One int64 per endpoint (sends, then receives) ordered as its (comm, src, dst, tag) key
+    is in lexicographic order: the key packed in mixed radix, or its rank among all keys if
+    the packed number could overflow."""
+    cols = [np.concatenate([sends[c], recvs[c]]) for c in KEY]
+    if len(cols[0]) == 0:
+        return cols[0]
+    lo = [c.min() for c in cols]
+    span = [int(c.max()) - int(m) + 1 for c, m in zip(cols, lo)]
+    if np.prod([float(x) for x in span]) < 2.0**62:
+        code = np.zeros(len(cols[0]), dtype=np.int64)
+        for c, m, w in zip(cols, lo, span):
+            code = code * w + (c - m)
+        return code
+    return np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _pair(sends: dict, recvs: dict):
+    """MPI's FIFO rule, vectorised: on each key, the k-th send (in event order) with the k-th
+    receive. Returns (send rows, receive rows) of the matched pairs and the rows of the lone
+    sends and lone receives, each ordered by (key, k) as a sorted merge on KEY + [k] would be."""
+    S = len(sends["idx"])
+    code = _key_codes(sends, recvs)
+    # stable: within one key the sends come first, each side in event order
+    order = np.argsort(code, kind="stable")
+    sc = code[order]
+    n = len(sc)
+    new = np.r_[True, sc[1:] != sc[:-1]] if n else np.zeros(0, dtype=bool)
+    start = np.flatnonzero(new)
+    size = np.diff(np.r_[start, n])
+    is_send = order < S
+    ns = np.add.reduceat(is_send.astype(np.int64), start) if n else np.zeros(0, dtype=np.int64)
+    nr = size - ns
+    both = np.minimum(ns, nr)
+
+    def runs(first, count):
+        """Positions first[g] .. first[g] + count[g] - 1 for every group g, in group order."""
+        total = int(count.sum())
+        base = np.repeat(first - (np.cumsum(count) - count), count)
+        return base + np.arange(total)
+
+    ps = order[runs(start, both)]                       # k-th send of each key ...
+    pr = order[runs(start + ns, both)] - S              # ... with the k-th receive
+    lone_s = order[runs(start + both, ns - both)]
+    lone_r = order[runs(start + ns + both, nr - both)] - S
+    return ps, pr, lone_s, lone_r
 
 
 def match(trace: Trace, max_problems: int = 20) -> Matching:
@@ -72,27 +123,25 @@ def match(trace: Trace, max_problems: int = 20) -> Matching:
         if len(problems) < max_problems:
             problems.append(Problem(fatal, int(rank[i]), int(seq[i]), str(call.iat[i]), what))
 
-    sends, recvs = endpoints(ev, codes)
-    sends["k"] = sends.groupby(KEY, sort=False).cumcount()
-    recvs["k"] = recvs.groupby(KEY, sort=False).cumcount()
-    m = sends.merge(recvs, on=KEY + ["k"], how="outer", suffixes=("_s", "_r"), indicator=True)
-    lone_s = m[m["_merge"] == "left_only"]
-    lone_r = m[m["_merge"] == "right_only"]
-    for row in lone_s.head(max_problems).itertuples():
-        prob(int(row.idx_s), f"send to rank {row.dst} (comm {row.comm}, tag {row.tag}, "
-             f"{int(row.bytes_s)} B) is never received")
-    for row in lone_r.head(max_problems).itertuples():
-        prob(int(row.idx_r), f"receive from rank {row.src} (comm {row.comm}, tag {row.tag}) "
-             "has no matching send")
-    both = m[m["_merge"] == "both"]
+    sends, recvs = _endpoint_arrays(ev, codes)
+    ps, pr, lone_s, lone_r = _pair(sends, recvs)
+    for j in lone_s[:max_problems].tolist():
+        prob(int(sends["idx"][j]), f"send to rank {sends['dst'][j]} (comm {sends['comm'][j]}, "
+             f"tag {sends['tag'][j]}, {int(sends['bytes'][j])} B) is never received")
+    for j in lone_r[:max_problems].tolist():
+        prob(int(recvs["idx"][j]), f"receive from rank {recvs['src'][j]} (comm {recvs['comm'][j]}, "
+             f"tag {recvs['tag'][j]}) has no matching send")
+    cut = np.flatnonzero(sends["bytes"][ps] > recvs["bytes"][pr])[:5]
+    for j in cut.tolist():
+        prob(int(recvs["idx"][pr[j]]), f"receives fewer bytes than rank {sends['src'][ps[j]]} sent "
+             "(message truncated)")
+    bysend = np.argsort(sends["idx"][ps], kind="stable")
+    ps, pr = ps[bysend], pr[bysend]
     messages = pd.DataFrame({
-        "send_idx": both["idx_s"].to_numpy(np.int64), "recv_idx": both["idx_r"].to_numpy(np.int64),
-        "comm": both["comm"].to_numpy(np.int64), "src": both["src"].to_numpy(np.int64),
-        "dst": both["dst"].to_numpy(np.int64), "tag": both["tag"].to_numpy(np.int64),
-        "bytes": both["bytes_s"].to_numpy(np.int64)})
-    for row in messages[both["bytes_s"].to_numpy() > both["bytes_r"].to_numpy()].head(5).itertuples():
-        prob(row.recv_idx, f"receives fewer bytes than rank {row.src} sent (message truncated)")
-    messages = messages.sort_values("send_idx", kind="stable").reset_index(drop=True)
+        "send_idx": sends["idx"][ps].astype(np.int64), "recv_idx": recvs["idx"][pr].astype(np.int64),
+        "comm": sends["comm"][ps].astype(np.int64), "src": sends["src"][ps].astype(np.int64),
+        "dst": sends["dst"][ps].astype(np.int64), "tag": sends["tag"][ps].astype(np.int64),
+        "bytes": sends["bytes"][ps].astype(np.int64)})
 
     c = calls_in(codes, COLLECTIVES + COMM_CREATE)
     coll = pd.DataFrame({"idx": np.flatnonzero(c), "comm": ev["comm"].to_numpy()[c], "rank": rank[c],

@@ -44,9 +44,22 @@ _CKIND = {"MPI_Bcast": BCAST, "MPI_Reduce": REDUCE}
 # kind per position in CALLS, plus LOCAL for unknown names (code -1 indexes the last slot)
 _KIND_OF_CODE = np.array([_KIND.get(c, LOCAL) for c in CALLS] + [LOCAL], dtype=np.int64)
 
+# What the loop dispatches on, per step (eager or rendezvous decided beforehand): NOW posts one
+# side of a message and completes at once (eager Send, Isend, Irecv); RSEND/RRECV post and wait
+# for the other side; ERECV waits for the send; a collective arrives, then leaves.
+NOW, RSEND, ERECV, RRECV, XWAIT, XSENDRECV, ARRIVE, LEAVE = range(8)
+# How a Wait/Sendrecv part completes: own eager send (at its post), eager message, rendezvous
+OWN, EAGER, RDV = range(3)
+
 
 class _Plan:
-    """Everything the replay loop needs, as plain Python lists (fast to index in a loop)."""
+    """Everything the replay loop needs, as plain Python lists (fast to index in a loop).
+
+    The loop only sees the events that interact with other ranks ("active"): a local event
+    (region marker, Init, no-op) just adds its burst, so it is folded into the burst of the next
+    active event and its times are filled in afterwards with numpy (see expand()). Each message
+    has two slots in one list: 2m (send side posted) and 2m + 1 (receive side posted), so a
+    rendezvous call's partner slot is its own slot ^ 1."""
 
     def __init__(self, trace: Trace, model: NetworkModel, strict: bool):
         ev = trace.events
@@ -83,6 +96,7 @@ class _Plan:
             same_node = src == dst
         nbytes = msgs["bytes"].to_numpy()
         xfer = model.p2p_ns(nbytes, same_node)
+        eager = nbytes <= model.eager_limit
         ms = np.full(n, -1, dtype=np.int64)
         mr = np.full(n, -1, dtype=np.int64)
         ms[msgs["send_idx"].to_numpy()] = np.arange(M)
@@ -95,26 +109,29 @@ class _Plan:
         # requests: which message (and which side of it) each Wait/Test completes
         deps: dict[int, list] = {}
         sel = np.flatnonzero(np.isin(kind, (ISEND, IRECV, WAIT)))
-        reqs = ev["req"].to_numpy()
-        comp = ev["completes"].to_numpy()
-        live: dict = {}
-        for i in sel.tolist():
-            k = kind[i]
-            if k == WAIT:
-                r = rank[i]
-                d = []
-                for q in comp[i]:
-                    hit = live.pop((r, q), None)
-                    if hit is not None:
-                        d.append(hit)
-                if d:
-                    deps[i] = d
+        if len(sel):
+            k_sel = kind[sel].tolist()
+            r_sel = rank[sel].tolist()
+            q_sel = ev["req"].to_numpy()[sel].tolist()
+            c_sel = ev["completes"].to_numpy()[sel].tolist()
+            ms_sel = ms[sel].tolist()
+            mr_sel = mr[sel].tolist()
+            live: dict = {}
+            for i, k, r, q, done, s, m in zip(sel.tolist(), k_sel, r_sel, q_sel, c_sel, ms_sel, mr_sel):
+                if k == WAIT:
+                    d = []
+                    for c in done:
+                        hit = live.pop((r, c), None)
+                        if hit is not None:
+                            d.append(hit)
+                    if d:
+                        deps[i] = d
+                    else:
+                        kind[i] = LOCAL
+                elif k == ISEND:
+                    live[(r, q)] = (s, 0)
                 else:
-                    kind[i] = LOCAL
-            elif k == ISEND:
-                live[(rank[i], reqs[i])] = (int(ms[i]), 0)
-            else:
-                live[(rank[i], reqs[i])] = (int(mr[i]), 1)
+                    live[(r, q)] = (m, 1)
 
         # collectives
         coll = mt.coll
@@ -137,24 +154,114 @@ class _Plan:
             ccost.append(model.collective_ns(b, size, one_node, 2 if ck == ALL else 1))
             cleaf.append(int(model.p2p_ns(np.array([b]), np.array([one_node]))[0]))
 
-        self.n = n
-        self.kind = kind.tolist()
-        self.burst = burst.tolist()
-        self.ms = ms.tolist()
-        self.mr = mr.tolist()
-        self.xfer = xfer.tolist()
-        self.eager = (nbytes <= model.eager_limit).tolist()
-        self.deps = deps
-        self.cid = cid.tolist()
-        self.root = ev["root"].tolist()
-        self.rank = rank.tolist()
+        # The loop walks "steps": one per active event, two per collective (arrive, then leave),
+        # so that every step can simply be run again when its rank resumes after parking on it:
+        # posting a side of a message again posts the same time, arriving twice would not.
+        act = np.flatnonzero(kind != LOCAL)
+        cum = _rank_cumsum(burst, rank)
+        ka = kind[act]
+        reps = np.where(ka == COLL, 2, 1)
+        step = np.repeat(np.arange(len(act)), reps)  # step -> its active event
+        first = np.ones(len(step), dtype=bool)  # first step of its event
+        first[1:] = step[1:] != step[:-1]
+        se = act[step]  # step -> event row
+        sr = rank[se]
+        start = np.ones(len(step), dtype=bool)  # first step of its rank
+        start[1:] = sr[1:] != sr[:-1]
+        # a step's burst: that of its event plus those of the local events since the previous
+        # active event of its rank (none for a collective's leave step)
+        prev_ev = np.r_[0, se[:-1]] if len(se) else se  # the previous step's event
+        sburst = np.where(first, cum[se] - np.where(start, 0, cum[prev_ev]), 0)
+
+        msa = ms[se]
+        mra = mr[se]
+        ks = kind[se]
+        send_side = (ks == SEND) | (ks == ISEND)
+        m = np.where(send_side, msa, mra)
+        m_safe = np.maximum(m, 0)
+        eag = eager[m_safe] if M else np.zeros(len(se), dtype=bool)
+        own = np.where(send_side, 2 * m, 2 * m + 1)
+        code = np.full(len(se), XWAIT, dtype=np.int64)
+        code[(ks == ISEND) | (ks == IRECV) | ((ks == SEND) & eag)] = NOW
+        code[(ks == SEND) & ~eag] = RSEND
+        code[(ks == RECV) & eag] = ERECV
+        code[(ks == RECV) & ~eag] = RRECV
+        code[ks == SENDRECV] = XSENDRECV
+        code[(ks == COLL) & first] = ARRIVE
+        code[(ks == COLL) & ~first] = LEAVE
+        # ERECV reads the send slot and posts nothing: only rendezvous senders and an Irecv's
+        # own Wait ever read a receive slot, and neither can be waiting on a blocking eager Recv
+        self.slot = np.where(code == ERECV, own - 1, own).tolist()
+        self.kind = code.tolist()
+        self.burst = sburst.tolist()
+        self.xf = (xfer[m_safe] if M else np.zeros(len(se), dtype=np.int64)).tolist()
+
+        # Wait and Sendrecv: the slots to post (Sendrecv) and the parts to wait for
+        def part(msg, side):
+            how = OWN if side == 0 and eager[msg] else (EAGER if eager[msg] else RDV)
+            return (2 * msg, 2 * msg + 1, how, int(xfer[msg]))
+
+        posts: dict[int, tuple] = {}
+        parts: dict[int, list] = {}
+        for j in np.flatnonzero((ks == WAIT) | (ks == SENDRECV)).tolist():
+            if ks[j] == WAIT:
+                parts[j] = [part(m, side) for m, side in deps[int(se[j])]]
+            else:
+                s, r = int(msa[j]), int(mra[j])
+                posts[j] = tuple(([2 * s] if s >= 0 else []) + ([2 * r + 1] if r >= 0 else []))
+                parts[j] = ([part(s, 0)] if s >= 0 else []) + ([part(r, 1)] if r >= 0 else [])
+        self.posts, self.parts = posts, parts
+
+        root = ev["root"].to_numpy()
+        self.cid = cid[se].tolist()
+        self.isroot = (root[se] == sr).tolist()
         self.csize, self.ccost, self.cleaf, self.ckind = csize, ccost, cleaf, ckind
         self.M = M
-        starts = np.flatnonzero(np.r_[True, ~same]) if n else np.array([], dtype=np.int64)
-        self.ranks = rank[starts].tolist()
+        starts = np.flatnonzero(start)
         self.starts = starts.tolist()
-        self.ends = np.r_[starts[1:], n].tolist() if n else []
-        self.msgs = msgs
+        self.ends = np.r_[starts[1:], len(se)].tolist()
+        # for expand() and the deadlock report
+        self.n, self.rank, self.cum, self.act = n, rank, cum, act
+        self.step_event, self.step_start, self.step_first, self.step_burst = se, start, first, sburst
+
+    def expand(self, exit_: list) -> tuple[np.ndarray, np.ndarray]:
+        """Enter and exit times of every event from the exit times of the steps.
+
+        An event enters after its burst, counted from the exit of the previous step of its rank
+        (0 at the start), and exits when its last step does. A local event enters and exits at
+        the exit of the last active event before it on its rank plus the bursts since. Integer
+        arithmetic, so exactly what stepping through the events one by one would give."""
+        n, act, rank, cum = self.n, self.act, self.rank, self.cum
+        xs = np.fromiter(exit_, dtype=np.int64, count=len(exit_))  # faster than asarray(list)
+        before = np.where(self.step_start, 0, np.r_[0, xs[:-1]] if len(xs) else xs)
+        first = self.step_first
+        last = np.r_[first[1:], True] if len(xs) else first
+        t_in = np.zeros(n, dtype=np.int64)
+        t_out = np.zeros(n, dtype=np.int64)
+        t_in[act] = (before + self.step_burst)[first]
+        t_out[act] = xs[last]
+        # local events: from the last active event at or before them on the same rank
+        la = np.full(n, -1, dtype=np.int64)
+        la[act] = act
+        la = np.maximum.accumulate(la)
+        lp = np.maximum(la, 0)
+        t = np.where((la >= 0) & (rank[lp] == rank), t_out[lp] - cum[lp], 0) + cum
+        local = np.ones(n, dtype=bool)
+        local[act] = False
+        t_in[local] = t[local]
+        t_out[local] = t[local]
+        return t_in, t_out
+
+
+def _rank_cumsum(burst: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Per event, the sum of the bursts of its rank up to and including it (a rank's first
+    event has burst 0). int64 wrap-around cancels in the differences taken from it."""
+    cum = np.cumsum(burst)
+    if len(cum):
+        first = np.r_[True, rank[1:] != rank[:-1]]
+        start = np.maximum.accumulate(np.where(first, np.arange(len(cum)), 0))
+        cum -= cum[start] - burst[start]
+    return cum
 
 
 def replay(trace: Trace, model: NetworkModel = IDEAL, *, strict: bool = False) -> Trace:
@@ -165,23 +272,27 @@ def replay(trace: Trace, model: NetworkModel = IDEAL, *, strict: bool = False) -
     listing calls that were treated as no-ops because they had no partner (strict=True raises
     HpclabError instead). Raises HpclabError naming the blocked ranks if the model deadlocks."""
     plan = _Plan(trace, model, strict)
-    enter, exit_ = _run(plan, trace)
-    ev = trace.events.copy()
-    ev["t_enter"] = np.asarray(enter, dtype=np.int64)
-    ev["t_exit"] = np.asarray(exit_, dtype=np.int64)
+    enter, exit_ = plan.expand(_run(plan, trace))
+    # a shallow copy: with pandas' copy-on-write the input trace keeps its columns, and the
+    # unchanged ones (strings, tuples) are shared instead of copied
+    ev = trace.events.copy(deep=False)
+    ev["t_enter"] = enter
+    ev["t_exit"] = exit_
     return trace.with_events(ev, model=model.name, replay_problems=[str(p) for p in plan.problems])
 
 
 def _run(P: _Plan, trace: Trace):
-    n = P.n
-    kind, burst, ms, mr, xfer, eager = P.kind, P.burst, P.ms, P.mr, P.xfer, P.eager
-    deps, cid, root, rank = P.deps, P.cid, P.root, P.rank
+    """The event loop over the steps; returns their exit times.
+
+    Each rank runs until a step needs something not yet there, then parks on it (a message slot
+    or a collective) and is run again from that step when it is posted. A step's entry is the
+    previous exit plus its burst, so it comes out the same when the step is run again."""
+    kind, burst, slot, xf = P.kind, P.burst, P.slot, P.xf
+    posts, parts, cid, isroot = P.posts, P.parts, P.cid, P.isroot
     csize, ccost, cleaf, ckind = P.csize, P.ccost, P.cleaf, P.ckind
-    enter = [0] * n
-    exit_ = [0] * n
-    spost = [-1] * P.M
-    rpost = [-1] * P.M
-    mwait: list = [None] * P.M
+    exit_ = [0] * len(kind)
+    post = [-1] * (2 * P.M)  # slot -> time its side was posted (-1: not yet)
+    mwait: list = [None] * (2 * P.M)  # slot -> ranks parked until it is posted
     nI = len(csize)
     arrived = [0] * nI
     cmax = [-1] * nI
@@ -191,88 +302,64 @@ def _run(P: _Plan, trace: Trace):
     pos = list(P.starts)
     ends = P.ends
     tcur = [0] * R
-    entered = [False] * R
     ready = list(range(R))
+    pop, extend = ready.pop, ready.extend
     while ready:
-        r = ready.pop()
-        i = pos[r]
+        r = pop()
+        j = pos[r]
         end = ends[r]
         t = tcur[r]
-        resumed = entered[r]
-        blocked = -1  # message id to park on; -2 - c: collective instance c
-        while i < end:
-            k = kind[i]
-            if resumed:
-                te = enter[i]
-                resumed = False
-            else:
-                te = t + burst[i]
-                enter[i] = te
-                if k == LOCAL:
-                    exit_[i] = t = te
-                    i += 1
-                    continue
-                # post what this call offers to others, and wake whoever waits for it
-                if k == SEND or k == ISEND:
-                    m = ms[i]
-                    spost[m] = te
-                    w = mwait[m]
-                    if w is not None:
-                        ready.extend(w)
-                        mwait[m] = None
-                elif k == RECV or k == IRECV:
-                    m = mr[i]
-                    rpost[m] = te
-                    w = mwait[m]
-                    if w is not None:
-                        ready.extend(w)
-                        mwait[m] = None
-                elif k == SENDRECV:
-                    for m, post in ((ms[i], spost), (mr[i], rpost)):
-                        if m >= 0:
-                            post[m] = te
-                            w = mwait[m]
-                            if w is not None:
-                                ready.extend(w)
-                                mwait[m] = None
-                elif k == COLL:
-                    c = cid[i]
-                    a = arrived[c] = arrived[c] + 1
-                    if te > cmax[c]:
-                        cmax[c] = te
-                    isroot = root[i] == rank[i]
-                    if isroot:
-                        croot[c] = te
-                    if cwait[c] and (a == csize[c] or (isroot and ckind[c] == BCAST)):
-                        ready.extend(cwait[c])
-                        cwait[c] = []
-            # completion
-            if k == SEND:
-                m = ms[i]
-                if eager[m]:
-                    x = te
-                else:
-                    rp = rpost[m]
-                    if rp < 0:
-                        blocked = m
-                        break
-                    x = (te if te > rp else rp) + xfer[m]
-            elif k == RECV:
-                m = mr[i]
-                sp = spost[m]
+        blocked = -1  # slot to park on; -2 - c: collective instance c
+        while j < end:
+            k = kind[j]
+            te = t + burst[j]
+            if k == NOW:  # post, wake whoever waits for it, done
+                s = slot[j]
+                post[s] = te
+                w = mwait[s]
+                if w is not None:
+                    extend(w)
+                    mwait[s] = None
+                exit_[j] = t = te
+                j += 1
+                continue
+            if k == ERECV:  # eager message: ends on arrival, or at once if already there
+                s = slot[j]
+                sp = post[s]
                 if sp < 0:
-                    blocked = m
+                    blocked = s
                     break
-                if eager[m]:
-                    x = sp + xfer[m]
-                    if x < te:
-                        x = te
-                else:
-                    x = (te if te > sp else sp) + xfer[m]
-            elif k == ISEND or k == IRECV:
+                x = sp + xf[j]
+                exit_[j] = t = x if x > te else te
+                j += 1
+                continue
+            if k == RSEND or k == RRECV:  # rendezvous: both sides posted, then one transfer
+                s = slot[j]
+                post[s] = te
+                w = mwait[s]
+                if w is not None:
+                    extend(w)
+                    mwait[s] = None
+                s ^= 1
+                p = post[s]
+                if p < 0:
+                    blocked = s
+                    break
+                x = (te if te > p else p) + xf[j]
+            elif k == ARRIVE:
+                c = cid[j]
+                a = arrived[c] = arrived[c] + 1
+                if te > cmax[c]:
+                    cmax[c] = te
+                root = isroot[j]
+                if root:
+                    croot[c] = te
+                if cwait[c] and (a == csize[c] or (root and ckind[c] == BCAST)):
+                    extend(cwait[c])
+                    cwait[c] = []
                 x = te
-            elif k == COLL:
-                c = cid[i]
+            elif k == LEAVE:  # te: the arrival (a leave step has no burst)
+                c = cid[j]
                 ck = ckind[c]
                 if ck == ALL:
                     if arrived[c] < csize[c]:
@@ -280,7 +367,7 @@ def _run(P: _Plan, trace: Trace):
                         break
                     x = cmax[c] + ccost[c]
                 elif ck == BCAST:
-                    if root[i] == rank[i]:
+                    if isroot[j]:
                         x = te + ccost[c]
                     else:
                         rt = croot[c]
@@ -291,63 +378,67 @@ def _run(P: _Plan, trace: Trace):
                         if x < te:
                             x = te
                 else:  # REDUCE
-                    if root[i] == rank[i]:
+                    if isroot[j]:
                         if arrived[c] < csize[c]:
                             blocked = -2 - c
                             break
                         x = cmax[c] + ccost[c]
                     else:
                         x = te + cleaf[c]
-            else:  # WAIT, SENDRECV: the latest completion of the parts
+            else:  # XWAIT, XSENDRECV: the latest completion of the parts
+                if k == XSENDRECV:
+                    for s in posts[j]:
+                        post[s] = te
+                        w = mwait[s]
+                        if w is not None:
+                            extend(w)
+                            mwait[s] = None
                 x = te
-                parts = deps[i] if k == WAIT else (((ms[i], 0),) if ms[i] >= 0 else ()) + (
-                    ((mr[i], 1),) if mr[i] >= 0 else ())
-                for m, side in parts:
-                    sp = spost[m]
-                    rp = rpost[m]
-                    if side == 0 and eager[m]:
+                for ss, rs, how, xm in parts[j]:
+                    sp = post[ss]
+                    if how == OWN:
                         d = sp
                     else:
-                        if sp < 0 or rp < 0:
-                            blocked = m
+                        if sp < 0:
+                            blocked = ss
                             break
-                        if eager[m]:
-                            d = sp + xfer[m]
+                        rp = post[rs]
+                        if rp < 0:
+                            blocked = rs
+                            break
+                        if how == EAGER:
+                            d = sp + xm
                             if d < rp:
                                 d = rp
                         else:
-                            d = (sp if sp > rp else rp) + xfer[m]
+                            d = (sp if sp > rp else rp) + xm
                     if d > x:
                         x = d
                 if blocked != -1:
                     break
-            exit_[i] = t = x
-            i += 1
-        pos[r] = i
+            exit_[j] = t = x
+            j += 1
+        pos[r] = j
         tcur[r] = t
-        if blocked != -1:
-            entered[r] = True
-            if blocked >= 0:
-                w = mwait[blocked]
-                if w is None:
-                    mwait[blocked] = [r]
-                else:
-                    w.append(r)
+        if blocked >= 0:
+            w = mwait[blocked]
+            if w is None:
+                mwait[blocked] = [r]
             else:
-                cwait[-2 - blocked].append(r)
-        else:
-            entered[r] = False
+                w.append(r)
+        elif blocked != -1:
+            cwait[-2 - blocked].append(r)
     stuck = [r for r in range(R) if pos[r] < ends[r]]
     if stuck:
-        _deadlock(P, trace, stuck, pos)
-    return enter, exit_
+        _deadlock(trace, [int(P.step_event[pos[r]]) for r in stuck])
+    return exit_
 
 
-def _deadlock(P: _Plan, trace: Trace, stuck: list, pos: list):
+def _deadlock(trace: Trace, at: list):
+    """Raise the deadlock error; at: the event row each blocked rank is stuck on."""
     ev = trace.events
     blocked = []
-    for r in stuck:
-        i = pos[r]
+    for i in at:
         row = ev.iloc[i]
         what = f"rank {row['rank']} seq {row['seq']} {row['call']}"
         if row["peer"] >= 0:
