@@ -26,6 +26,8 @@ them. Matching is precomputed (hpclab.trace.matching), so the loop only does ari
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 import pandas as pd
 
@@ -48,6 +50,13 @@ _KIND_OF_CODE = np.array([_KIND.get(c, LOCAL) for c in CALLS] + [LOCAL], dtype=n
 # side of a message and completes at once (eager Send, Isend, Irecv); RSEND/RRECV post and wait
 # for the other side; ERECV waits for the send; a collective arrives, then leaves.
 NOW, RSEND, ERECV, RRECV, XWAIT, XSENDRECV, ARRIVE, LEAVE = range(8)
+# step code by [kind][eager message][first step of its event]; LOCAL never becomes a step
+_STEP_CODE = np.full((8, 2, 2), XWAIT, dtype=np.int64)
+_STEP_CODE[[ISEND, IRECV]] = NOW
+_STEP_CODE[SEND] = [[RSEND, RSEND], [NOW, NOW]]
+_STEP_CODE[RECV] = [[RRECV, RRECV], [ERECV, ERECV]]
+_STEP_CODE[SENDRECV] = XSENDRECV
+_STEP_CODE[COLL] = [[LEAVE, ARRIVE], [LEAVE, ARRIVE]]
 # How a Wait/Sendrecv part completes: own eager send (at its post), eager message, rendezvous
 OWN, EAGER, RDV = range(3)
 
@@ -181,20 +190,22 @@ class _Plan:
         m_safe = np.maximum(m, 0)
         eag = eager[m_safe] if M else np.zeros(len(se), dtype=bool)
         own = np.where(send_side, 2 * m, 2 * m + 1)
-        code = np.full(len(se), XWAIT, dtype=np.int64)
-        code[(ks == ISEND) | (ks == IRECV) | ((ks == SEND) & eag)] = NOW
-        code[(ks == SEND) & ~eag] = RSEND
-        code[(ks == RECV) & eag] = ERECV
-        code[(ks == RECV) & ~eag] = RRECV
-        code[ks == SENDRECV] = XSENDRECV
-        code[(ks == COLL) & first] = ARRIVE
-        code[(ks == COLL) & ~first] = LEAVE
-        # ERECV reads the send slot and posts nothing: only rendezvous senders and an Irecv's
-        # own Wait ever read a receive slot, and neither can be waiting on a blocking eager Recv
-        self.slot = np.where(code == ERECV, own - 1, own).tolist()
+        code = _STEP_CODE[ks, eag.astype(np.int64), first.astype(np.int64)]
+        # Two lists carry each step's operands. slot: the message slot it posts or reads;
+        # ERECV reads the send slot and posts nothing (only rendezvous senders and an Irecv's
+        # own Wait ever read a receive slot, and neither can wait on a blocking eager Recv);
+        # for a collective step, its instance. xf: the message's transfer time; for a
+        # collective step, 1 if its rank is the root.
+        coll_step = ks == COLL
+        root = ev["root"].to_numpy()
+        slot = np.where(code == ERECV, own - 1, own)
+        slot[coll_step] = cid[se[coll_step]]
+        xf = xfer[m_safe] if M else np.zeros(len(se), dtype=np.int64)
+        xf[coll_step] = root[se[coll_step]] == sr[coll_step]
+        self.slot = slot.tolist()
+        self.xf = xf.tolist()
         self.kind = code.tolist()
         self.burst = sburst.tolist()
-        self.xf = (xfer[m_safe] if M else np.zeros(len(se), dtype=np.int64)).tolist()
 
         # Wait and Sendrecv: the slots to post (Sendrecv) and the parts to wait for
         def part(msg, side):
@@ -212,9 +223,6 @@ class _Plan:
                 parts[j] = ([part(s, 0)] if s >= 0 else []) + ([part(r, 1)] if r >= 0 else [])
         self.posts, self.parts = posts, parts
 
-        root = ev["root"].to_numpy()
-        self.cid = cid[se].tolist()
-        self.isroot = (root[se] == sr).tolist()
         self.csize, self.ccost, self.cleaf, self.ckind = csize, ccost, cleaf, ckind
         self.M = M
         starts = np.flatnonzero(start)
@@ -224,7 +232,7 @@ class _Plan:
         self.n, self.rank, self.cum, self.act = n, rank, cum, act
         self.step_event, self.step_start, self.step_first, self.step_burst = se, start, first, sburst
 
-    def expand(self, exit_: list) -> tuple[np.ndarray, np.ndarray]:
+    def expand(self, exit_: array) -> tuple[np.ndarray, np.ndarray]:
         """Enter and exit times of every event from the exit times of the steps.
 
         An event enters after its burst, counted from the exit of the previous step of its rank
@@ -232,7 +240,7 @@ class _Plan:
         the exit of the last active event before it on its rank plus the bursts since. Integer
         arithmetic, so exactly what stepping through the events one by one would give."""
         n, act, rank, cum = self.n, self.act, self.rank, self.cum
-        xs = np.fromiter(exit_, dtype=np.int64, count=len(exit_))  # faster than asarray(list)
+        xs = np.frombuffer(exit_, dtype=np.int64) if len(exit_) else np.zeros(0, dtype=np.int64)
         before = np.where(self.step_start, 0, np.r_[0, xs[:-1]] if len(xs) else xs)
         first = self.step_first
         last = np.r_[first[1:], True] if len(xs) else first
@@ -288,9 +296,11 @@ def _run(P: _Plan, trace: Trace):
     or a collective) and is run again from that step when it is posted. A step's entry is the
     previous exit plus its burst, so it comes out the same when the step is run again."""
     kind, burst, slot, xf = P.kind, P.burst, P.slot, P.xf
-    posts, parts, cid, isroot = P.posts, P.parts, P.cid, P.isroot
+    posts, parts = P.posts, P.parts
     csize, ccost, cleaf, ckind = P.csize, P.ccost, P.cleaf, P.ckind
-    exit_ = [0] * len(kind)
+    # int64 storage: the times go to numpy without a per-element conversion, and are not kept
+    # as a million scattered int objects
+    exit_ = array("q", bytes(8 * len(kind)))
     post = [-1] * (2 * P.M)  # slot -> time its side was posted (-1: not yet)
     mwait: list = [None] * (2 * P.M)  # slot -> ranks parked until it is posted
     nI = len(csize)
@@ -347,11 +357,11 @@ def _run(P: _Plan, trace: Trace):
                     break
                 x = (te if te > p else p) + xf[j]
             elif k == ARRIVE:
-                c = cid[j]
+                c = slot[j]
                 a = arrived[c] = arrived[c] + 1
                 if te > cmax[c]:
                     cmax[c] = te
-                root = isroot[j]
+                root = xf[j]
                 if root:
                     croot[c] = te
                 if cwait[c] and (a == csize[c] or (root and ckind[c] == BCAST)):
@@ -359,7 +369,7 @@ def _run(P: _Plan, trace: Trace):
                     cwait[c] = []
                 x = te
             elif k == LEAVE:  # te: the arrival (a leave step has no burst)
-                c = cid[j]
+                c = slot[j]
                 ck = ckind[c]
                 if ck == ALL:
                     if arrived[c] < csize[c]:
@@ -367,7 +377,7 @@ def _run(P: _Plan, trace: Trace):
                         break
                     x = cmax[c] + ccost[c]
                 elif ck == BCAST:
-                    if isroot[j]:
+                    if xf[j]:  # the root
                         x = te + ccost[c]
                     else:
                         rt = croot[c]
@@ -378,7 +388,7 @@ def _run(P: _Plan, trace: Trace):
                         if x < te:
                             x = te
                 else:  # REDUCE
-                    if isroot[j]:
+                    if xf[j]:  # the root
                         if arrived[c] < csize[c]:
                             blocked = -2 - c
                             break
