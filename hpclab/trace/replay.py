@@ -302,7 +302,9 @@ def _run(P: _Plan, trace: Trace):
     # as a million scattered int objects
     exit_ = array("q", bytes(8 * len(kind)))
     post = [-1] * (2 * P.M)  # slot -> time its side was posted (-1: not yet)
-    mwait: list = [None] * (2 * P.M)  # slot -> ranks parked until it is posted
+    # slot -> the rank parked until it is posted (-1: none). One is enough: only the receiver
+    # of a message ever waits for its send side, only the sender for its receive side.
+    mwait = [-1] * (2 * P.M)
     nI = len(csize)
     arrived = [0] * nI
     cmax = [-1] * nI
@@ -313,7 +315,7 @@ def _run(P: _Plan, trace: Trace):
     ends = P.ends
     tcur = [0] * R
     ready = list(range(R))
-    pop, extend = ready.pop, ready.extend
+    pop, wake, extend = ready.pop, ready.append, ready.extend
     while ready:
         r = pop()
         j = pos[r]
@@ -327,9 +329,9 @@ def _run(P: _Plan, trace: Trace):
                 s = slot[j]
                 post[s] = te
                 w = mwait[s]
-                if w is not None:
-                    extend(w)
-                    mwait[s] = None
+                if w >= 0:
+                    wake(w)
+                    mwait[s] = -1
                 exit_[j] = t = te
                 j += 1
                 continue
@@ -347,9 +349,9 @@ def _run(P: _Plan, trace: Trace):
                 s = slot[j]
                 post[s] = te
                 w = mwait[s]
-                if w is not None:
-                    extend(w)
-                    mwait[s] = None
+                if w >= 0:
+                    wake(w)
+                    mwait[s] = -1
                 s ^= 1
                 p = post[s]
                 if p < 0:
@@ -400,9 +402,9 @@ def _run(P: _Plan, trace: Trace):
                     for s in posts[j]:
                         post[s] = te
                         w = mwait[s]
-                        if w is not None:
-                            extend(w)
-                            mwait[s] = None
+                        if w >= 0:
+                            wake(w)
+                            mwait[s] = -1
                 x = te
                 for ss, rs, how, xm in parts[j]:
                     sp = post[ss]
@@ -431,11 +433,7 @@ def _run(P: _Plan, trace: Trace):
         pos[r] = j
         tcur[r] = t
         if blocked >= 0:
-            w = mwait[blocked]
-            if w is None:
-                mwait[blocked] = [r]
-            else:
-                w.append(r)
+            mwait[blocked] = r
         elif blocked != -1:
             cwait[-2 - blocked].append(r)
     stuck = [r for r in range(R) if pos[r] < ends[r]]
