@@ -100,13 +100,14 @@ class PingpongArgs(KernelArgs):
 
 class PoissonArgs(KernelArgs):
     """poisson: n = global grid points per side; grid = process grid "PxQ" (P*Q = ntasks);
-    exchange = halo exchange style; iters = sweeps; tol = stop when the residual falls
-    below tol x the initial one."""
+    exchange = halo exchange style (blocking: Send/Recv ordered by parity; sendrecv; nonblocking:
+    Isend/Irecv/Waitall; naive: every rank sends up first, the 2014 code's chain); iters = sweeps;
+    tol = stop when the residual falls below tol x the initial one."""
 
     kernel: Literal["poisson"] = "poisson"
     n: int | None = Field(None, ge=2)
     grid: str | None = Field(None, pattern=r"^[1-9][0-9]*x[1-9][0-9]*$")
-    exchange: Literal["blocking", "sendrecv", "nonblocking"] | None = None
+    exchange: Literal["blocking", "sendrecv", "nonblocking", "naive"] | None = None
     iters: int | None = Field(None, ge=1)
     tol: float | None = Field(None, gt=0)
     fuse: bool = False  # residuum inside the black sweep: one memory pass less, identical results

@@ -143,18 +143,21 @@ def test_stream_aggregate_is_the_sum_of_per_rank_rates(bins, tmp_path):
         assert res["aggregate"][name] >= res["kernels"][name]["best_mb_s"] * (1 - 1e-12)
 
 
+EXCHANGES = ("blocking", "sendrecv", "nonblocking", "naive")
+
+
 def poisson_cases():
     yield 1, "1x1", "sendrecv"
     for grid in ("2x1", "1x2"):
-        for ex in ("blocking", "sendrecv", "nonblocking"):
+        for ex in EXCHANGES:
             yield 2, grid, ex
-    for ex in ("blocking", "sendrecv", "nonblocking"):
+    for ex in EXCHANGES:
         yield 4, "2x2", ex
 
 
 def test_poisson_gives_the_same_answer_for_every_grid_and_exchange(bins, tmp_path):
     """Are residual history and error identical (to round-off) at 1, 2 and 4 ranks, for grids
-    1x1, 2x1, 1x2, 2x2 and all three exchange variants?"""
+    1x1, 2x1, 1x2, 2x2 and all four exchange variants?"""
     results = {}
     for np, grid, ex in poisson_cases():
         _, doc = run_json(bins, tmp_path, "poisson",
@@ -169,6 +172,27 @@ def test_poisson_gives_the_same_answer_for_every_grid_and_exchange(bins, tmp_pat
         for a, b in zip(res["residual_history"], ref["residual_history"]):
             assert math.isclose(a, b, rel_tol=1e-12), case
         assert math.isclose(res["error_max"], ref["error_max"], rel_tol=1e-12), case
+
+
+def test_naive_exchange_above_the_eager_limit_serialises_but_finishes_with_the_same_answer(bins, tmp_path):
+    """With halo messages of at least 1024 doubles (8 kB, twice Open MPI's shared-memory eager
+    limit of 4 kB), where every blocking send waits for its receive: does the naive exchange (all ranks send up first)
+    on a 4-rank chain finish instead of deadlocking, because the grid is not periodic and the
+    last rank's send goes to MPI_PROC_NULL, and give the same residuals and error as the
+    non-blocking one, on the 4x1 chain and on 2x2?"""
+    results = {}
+    for grid in ("4x1", "2x2"):
+        for ex in ("naive", "nonblocking"):
+            p, doc = run_json(bins, tmp_path, "poisson",
+                              ["--n", "2048", "--iters", "2", "--grid", grid, "--exchange", ex],
+                              np=4, timeout=120)
+            assert doc["validation"]["ok"] and doc["results"]["exchange"] == ex
+            assert key_block(p.stdout)[0]["exchange"] == ex
+            results[(grid, ex)] = doc["results"]
+    ref = results[("4x1", "nonblocking")]
+    for case, res in results.items():
+        assert res["residual_history"] == pytest.approx(ref["residual_history"], rel=1e-12), case
+        assert res["error_max"] == pytest.approx(ref["error_max"], rel=1e-12), case
 
 
 @pytest.mark.parametrize("fuse", [False, True], ids=["residuum-separate", "residuum-fused"])

@@ -49,11 +49,11 @@ extern void mpitrace_end(const char *name) __attribute__((weak));
 #define REGION_BEGIN(n) do { if (mpitrace_begin) mpitrace_begin(n); } while (0)
 #define REGION_END(n) do { if (mpitrace_end) mpitrace_end(n); } while (0)
 
-enum exchange_kind { BLOCKING, SENDRECV, NONBLOCKING };
-static const char *EXCHANGE_NAMES[] = {"blocking", "sendrecv", "nonblocking"};
+enum exchange_kind { BLOCKING, SENDRECV, NONBLOCKING, NAIVE, N_EXCHANGES };
+static const char *EXCHANGE_NAMES[] = {"blocking", "sendrecv", "nonblocking", "naive"};
 
 static const char *ALLOWED = "--n N (1..1000000), --grid PxQ, "
-                             "--exchange blocking|sendrecv|nonblocking, --iters K (1..100000000), "
+                             "--exchange blocking|sendrecv|nonblocking|naive, --iters K (1..100000000), "
                              "--tol T (0..1), --fuse, --json FILE, --help";
 
 typedef struct {
@@ -112,12 +112,12 @@ static options parse(int argc, char **argv, int rank, int size)
         } else if (!strcmp(a, "--exchange")) {
             const char *v = hpc_arg_value(argc, argv, &i, ALLOWED);
             int k = -1;
-            for (int e = 0; e < 3; e++)
+            for (int e = 0; e < N_EXCHANGES; e++)
                 if (!strcmp(v, EXCHANGE_NAMES[e])) k = e;
             if (k < 0) {
                 char what[160];
                 snprintf(what, sizeof what, "'%s' is not a known variant", v);
-                hpc_usage_error(a, what, "blocking, sendrecv, nonblocking");
+                hpc_usage_error(a, what, "blocking, sendrecv, nonblocking, naive");
             }
             o.exchange = (enum exchange_kind)k;
         } else if (!strcmp(a, "--fuse"))
@@ -126,13 +126,14 @@ static options parse(int argc, char **argv, int rank, int size)
             o.json = hpc_arg_value(argc, argv, &i, ALLOWED);
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             if (rank == 0)
-                printf("usage: poisson [--n N] [--grid PxQ] [--exchange blocking|sendrecv|nonblocking]\n"
+                printf("usage: poisson [--n N] [--grid PxQ] [--exchange blocking|sendrecv|nonblocking|naive]\n"
                        "               [--iters K] [--tol T] [--fuse] [--json FILE]\n"
                        "  Red-black Gauss-Seidel for -lap(u) = 2 pi^2 sin(pi x) sin(pi y) on N x N points.\n"
                        "  --n N        interior points per dimension (default %d)\n"
                        "  --grid PxQ   process grid, P along x (default: MPI_Dims_create); uneven splits allowed\n"
-                       "  --exchange   halo exchange: blocking (ordered Send/Recv), sendrecv (default),\n"
-                       "               nonblocking (Isend/Irecv/Waitall)\n"
+                       "  --exchange   halo exchange: blocking (Send/Recv ordered by parity), sendrecv (default),\n"
+                       "               nonblocking (Isend/Irecv/Waitall), naive (every rank sends up,\n"
+                       "               then receives from below: the 2014 code's order, a chain)\n"
                        "  --iters K    stop after K sweeps (alone: exactly K)\n"
                        "  --tol T      stop when residual <= T x initial residual (default %g without --iters)\n"
                        "  --fuse       compute the residuum inside the black sweep (one memory pass less;\n"
@@ -214,9 +215,29 @@ static void exchange(domain *d)
             MPI_Sendrecv(s + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 0, r + off[hi], cnt[hi],
                          MPI_DOUBLE, peer[hi], 0, c, MPI_STATUS_IGNORE);
         }
+    } else if (d->exchange == NAIVE) {
+        /* The order of the 2014 code (seed 001; Gropp, Lusk and Skjellum, "Using MPI", ch. 4,
+           exchng1), per dimension: every rank sends its top face up, then receives from below;
+           then sends its bottom face down and receives from above. Above the eager limit a
+           send returns only once its receive is posted (rendezvous), and every rank sends first.
+           On a periodic ring that is a deadlock. Our grid is not periodic: the last rank of a
+           chain sends to MPI_PROC_NULL (returns at once) and goes on to its receive, which
+           releases the rank below it, and so on down the chain. So the exchange does not hang;
+           it serialises: rank k's upward send waits for every rank above it, and the downward
+           half then unwinds from the bottom. Each rank ends up waiting for the slowest rank of
+           its whole row or column, not just for its neighbours: the dependency the seed's
+           ideal-network trace shows and Isend/Irecv removes. Below the eager limit every send
+           returns at once and the order costs nothing. */
+        for (int dim = 0; dim < 2; dim++) {
+            int lo = 2 * dim, hi = 2 * dim + 1;
+            MPI_Send(s + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 1, c);
+            MPI_Recv(r + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 1, c, MPI_STATUS_IGNORE);
+            MPI_Send(s + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 0, c);
+            MPI_Recv(r + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 0, c, MPI_STATUS_IGNORE);
+        }
     } else {
-        /* The naive version: blocking calls ordered by coordinate parity so that neighbours
-           pair up. Correct, but each pair waits for the one before it. */
+        /* Blocking calls ordered by coordinate parity so that neighbours pair up (an even
+           rank sends while its odd neighbour receives): no chain longer than two ranks. */
         for (int dim = 0; dim < 2; dim++) {
             int lo = 2 * dim, hi = 2 * dim + 1;
             if (d->coords[dim] % 2 == 0) {
