@@ -4,6 +4,11 @@ The text report ends with STREAM's own table (`Function Best Rate MB/s Avg time 
 time`, then one line each for Copy, Scale, Add, Triad; a colon after the name, as the original
 STREAM prints, is accepted) and a per-rank table (`rank Copy Scale Add Triad`, one line per rank,
 then `sum`). The JSON report holds the same under results.kernels and results.per_rank. MB/s uses MB = 10^6 bytes, as STREAM does; times are in seconds.
+
+Since kernel version 1.0 (this tree) two more functions follow Triad: Update (c = s*c in place, no
+write-allocate) and Sum (read-only), and two note lines after the table give the bytes per element
+each rate counts and the bytes the core moves with write-allocate. Reports without them (older
+runs) still parse: the four STREAM functions are required, the two others optional.
 """
 
 from __future__ import annotations
@@ -14,6 +19,12 @@ from hpclab.parse.report import need, report_attrs, parse_report_text, placement
 from hpclab.parse.source import fail
 
 FUNCTIONS = ["Copy", "Scale", "Add", "Triad"]
+EXTRA_FUNCTIONS = ["Update", "Sum"]  # known-traffic kernels, absent from older reports
+ALL_FUNCTIONS = FUNCTIONS + EXTRA_FUNCTIONS
+# Bytes per element: as the rates count them (STREAM's convention) and as the core moves them
+# with ordinary (write-allocate) stores. Older reports lack these numbers in their JSON.
+COUNTED_BYTES = {"Copy": 16, "Scale": 16, "Add": 24, "Triad": 24, "Update": 16, "Sum": 8}
+MOVED_BYTES = {"Copy": 24, "Scale": 24, "Add": 32, "Triad": 32, "Update": 16, "Sum": 8}
 KERNEL_COLUMNS = ["function", "best_mb_s", "avg_time", "min_time", "max_time"]
 COLUMNS = ["rank", "function", "mb_s", "host", "cpu", "allowed", "threads", "thread_cpus"]
 
@@ -29,7 +40,7 @@ def _per_rank(rates: list[tuple[int, dict]], place: pd.DataFrame, threads: int) 
     rows = []
     for rank, by_function in rates:
         mine = per_thread[per_thread["rank"] == rank]
-        for name in FUNCTIONS:
+        for name in [f for f in ALL_FUNCTIONS if f in by_function]:
             rows.append({
                 "rank": rank, "function": name, "mb_s": float(by_function[name]),
                 "host": ranks["host"].get(rank), "cpu": ranks["cpu"].get(rank),
@@ -68,7 +79,7 @@ def parse_stream_text(text: str, source: str = "stdout") -> pd.DataFrame:
             if fields[0] == "Function" and "Best Rate" in line:
                 state, header_at = "kernels", lineno
             continue  # STREAM-style notes before the table are not data
-        if state == "kernels" and fields[0] in FUNCTIONS:
+        if state == "kernels" and fields[0] in ALL_FUNCTIONS:
             if len(fields) != 5:
                 raise fail(source, lineno, f"{fields[0]}: expected rate, avg, min and max time, "
                            f"found {line.strip()[:80]!r}", "the report may be damaged; re-run")
@@ -76,17 +87,20 @@ def parse_stream_text(text: str, source: str = "stdout") -> pd.DataFrame:
             krows.append({"function": fields[0], "best_mb_s": rate, "avg_time": avg,
                           "min_time": tmin, "max_time": tmax})
             continue
+        if state == "kernels" and (line.startswith("Rates count the bytes") or
+                                   line.startswith("with write-allocate")):
+            continue  # the byte-count notes (COUNTED_BYTES, MOVED_BYTES say the same)
         if state == "kernels" and fields[0] == "rank":
-            order = [f for f in fields[1:] if f in FUNCTIONS]
-            if sorted(order) != sorted(FUNCTIONS):
+            order = [f for f in fields[1:] if f in ALL_FUNCTIONS]
+            if not set(FUNCTIONS) <= set(order):
                 raise fail(source, lineno, f"per-rank header should name {', '.join(FUNCTIONS)}",
                            "the report may be damaged; re-run")
             state = "ranks"
             continue
         if state == "ranks" and fields[0].isdigit():
-            values = _numbers(fields[1:5], source, lineno, f"rank {fields[0]}")
-            if len(values) != 4:
-                raise fail(source, lineno, f"rank {fields[0]}: expected 4 rates",
+            values = _numbers(fields[1:1 + len(order)], source, lineno, f"rank {fields[0]}")
+            if len(values) != len(order):
+                raise fail(source, lineno, f"rank {fields[0]}: expected {len(order)} rates",
                            "the report may be damaged; re-run")
             rates.append((int(fields[0]), dict(zip(order, values))))
             continue
@@ -102,6 +116,7 @@ def parse_stream_text(text: str, source: str = "stdout") -> pd.DataFrame:
         raise fail(source, end, "no 'Function  Best Rate MB/s ...' table (truncated?)",
                    "the job probably died after validating; read its stderr")
     missing = [f for f in FUNCTIONS if f not in {r["function"] for r in krows}]
+    # (Update and Sum are optional: reports of kernel builds before them have four functions)
     if missing:
         raise fail(source, end, f"STREAM table lacks {', '.join(missing)} (truncated?)",
                    "re-run the kernel")
@@ -130,7 +145,7 @@ def stream_tables(doc: dict, source: str = "result.json") -> tuple[pd.DataFrame,
     res = doc["results"]
     kernels = need(res, "kernels", "dict", "results", source)
     krows = []
-    for name in FUNCTIONS:
+    for name in FUNCTIONS + [f for f in EXTRA_FUNCTIONS if f in kernels]:
         entry = need(kernels, name, "dict", "results.kernels", source)
         where = f"results.kernels.{name}"
         krows.append({"function": name,
@@ -143,7 +158,7 @@ def stream_tables(doc: dict, source: str = "result.json") -> tuple[pd.DataFrame,
         where = f"results.per_rank[{k}]"
         rank = need(entry, "rank", "int", where, source)
         rates.append((rank, {name: need(entry, name, "number", where, source)
-                             for name in FUNCTIONS}))
+                             for name in FUNCTIONS + [f for f in EXTRA_FUNCTIONS if f in entry]}))
     threads = doc["config"].get("threads", 1)
     rows = _per_rank(rates, placement_table(doc), threads if isinstance(threads, int) else 1)
     if rows.empty:

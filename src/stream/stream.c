@@ -1,7 +1,14 @@
 /* stream: STREAM-like memory bandwidth (Copy, Scale, Add, Triad over three double arrays),
    OpenMP-parallel, optionally one copy per MPI rank running at the same time (hybrid mode).
    Follows STREAM's method (untimed first repetition, best rate from the minimum time, results
-   checked against independently recomputed values) but is not a compliant STREAM result. */
+   checked against independently recomputed values) but is not a compliant STREAM result.
+
+   Two kernels beyond STREAM's four, whose memory traffic needs no assumption: Update
+   (c[j] = s * c[j], in place: every line is read before it is written, so no write-allocate)
+   and Sum (a read-only reduction over b). STREAM's rates count the bytes the source code names
+   (Copy 16, Scale 16, Add 24, Triad 24 B per element); with ordinary stores the core also reads
+   each stored line before writing it (write-allocate: +8 B per element), so the bytes really
+   moved are 24, 24, 32, 32. The report gives both counts per kernel. */
 #include <math.h>
 #include <mpi.h>
 #include <omp.h>
@@ -24,9 +31,14 @@
 #define NTIMES 10
 #endif
 
-enum { COPY, SCALE, ADD, TRIAD, NK };
-static const char *NAMES[NK] = {"Copy", "Scale", "Add", "Triad"};
-static const int ARRAYS_MOVED[NK] = {2, 2, 3, 3}; /* arrays read + written per element */
+enum { COPY, SCALE, ADD, TRIAD, UPDATE, SUM, NK };
+static const char *NAMES[NK] = {"Copy", "Scale", "Add", "Triad", "Update", "Sum"};
+/* Arrays read + written per element, as the source names them (STREAM's count; the rates use it). */
+static const int ARRAYS_MOVED[NK] = {2, 2, 3, 3, 2, 1};
+/* Extra arrays read per element by write-allocate: a store to a line not in cache reads the line
+   first (ordinary stores; this build emits no non-temporal ones). Update reads c before writing
+   it, Sum writes nothing. */
+static const int WRITE_ALLOCATE[NK] = {1, 1, 1, 1, 0, 0};
 
 static const char *ALLOWED = "--size N (elements per array per rank, 1..68719476736), "
                              "--reps R (2..200), --json FILE, --help";
@@ -53,7 +65,8 @@ static options parse(int argc, char **argv, int rank)
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             if (rank == 0)
                 printf("usage: stream [--size N] [--reps R] [--json FILE]\n"
-                       "  STREAM-like Copy/Scale/Add/Triad; every MPI rank runs its own arrays at once.\n"
+                       "  STREAM-like Copy/Scale/Add/Triad, plus Update (c = s*c, in place) and Sum\n"
+                       "  (read-only); every MPI rank runs its own arrays at once.\n"
                        "  --size N     doubles per array per rank (default %lld)\n"
                        "  --reps R     repetitions, the first one untimed (default %d)\n"
                        "  --json FILE  also write the report as JSON (FILE must not exist)\n"
@@ -123,6 +136,7 @@ int main(int argc, char **argv)
      * one runs while the other waits: their own durations look fast, but the job is not; only
      * the joint time tells the truth about the whole job. */
     double *joint = calloc((size_t)(NK * reps), sizeof *joint);
+    double *sums = calloc((size_t)reps, sizeof *sums); /* Sum's result per repetition */
     for (long long k = 0; k < reps; k++) {
         double t;
         MPI_Barrier(MPI_COMM_WORLD); /* all ranks hit memory at the same time */
@@ -156,24 +170,48 @@ int main(int argc, char **argv)
         times[TRIAD * reps + k] = hpc_now() - t;
         MPI_Barrier(MPI_COMM_WORLD);
         joint[TRIAD * reps + k] = hpc_now() - t;
+
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = hpc_now();
+#pragma omp parallel for schedule(static)
+        for (long long j = 0; j < n; j++) c[j] = scalar * c[j];
+        times[UPDATE * reps + k] = hpc_now() - t;
+        MPI_Barrier(MPI_COMM_WORLD);
+        joint[UPDATE * reps + k] = hpc_now() - t;
+
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = hpc_now();
+        double sum = 0.0;
+        /* simd: the reduction may use vector lanes (a scalar add chain would be compute-bound) */
+#pragma omp parallel for simd reduction(+ : sum) schedule(static)
+        for (long long j = 0; j < n; j++) sum += b[j];
+        times[SUM * reps + k] = hpc_now() - t;
+        MPI_Barrier(MPI_COMM_WORLD);
+        joint[SUM * reps + k] = hpc_now() - t;
+        sums[k] = sum;
     }
 
     /* Expected values, recomputed on scalars the way STREAM does. */
-    double ea = 1.0, eb = 2.0, ec = 0.0;
+    double ea = 1.0, eb = 2.0, ec = 0.0, worst_sum = 0.0;
     for (long long k = 0; k < reps; k++) {
         ec = ea;
         eb = scalar * ec;
         ec = ea + eb;
         ea = eb + scalar * ec;
+        ec = scalar * ec; /* Update */
+        double expect = (double)n * eb; /* Sum over b */
+        worst_sum = fmax(worst_sum, fabs(sums[k] - expect) / expect);
     }
     const double eps = 1e-13; /* STREAM's tolerance for 8-byte reals */
+    /* n equal terms summed in any order: relative error at most about n machine epsilons */
+    const double eps_sum = fmax(eps, (double)n * 2.220446049250313e-16);
     double err[3] = {rel_error(a, n, ea), rel_error(b, n, eb), rel_error(c, n, ec)};
-    int ok = err[0] <= eps && err[1] <= eps && err[2] <= eps;
+    int ok = err[0] <= eps && err[1] <= eps && err[2] <= eps && worst_sum <= eps_sum;
     char msg[256];
     snprintf(msg, sizeof msg,
              "arrays differ from the expected values: relative average errors a=%.3e b=%.3e "
-             "c=%.3e (tolerance %.0e)",
-             err[0], err[1], err[2], eps);
+             "c=%.3e (tolerance %.0e), Sum %.3e (tolerance %.0e)",
+             err[0], err[1], err[2], eps, worst_sum, eps_sum);
 
     /* Per rank: best rate from the minimum time over repetitions 1..reps-1. */
     double best[NK];
@@ -190,7 +228,7 @@ int main(int argc, char **argv)
 
     hpc_report rep;
     hpc_report_init(&rep, "stream",
-                    "STREAM-like Copy/Scale/Add/Triad (MB = 10^6 bytes); not a compliant STREAM result",
+                    "STREAM-like Copy/Scale/Add/Triad + Update/Sum (MB = 10^6 bytes); not a compliant STREAM result",
                     argc, argv, omp_get_max_threads());
     rep.json_path = o.json;
     hpc_kv_int(&rep, "array_elements", n);
@@ -230,11 +268,23 @@ int main(int argc, char **argv)
             js_num(&res, "avg_time", avg);
             js_num(&res, "min_time", lo);
             js_num(&res, "max_time", hi);
+            js_int(&res, "counted_bytes_per_element", ARRAYS_MOVED[kk] * (long long)sizeof(double));
+            js_int(&res, "moved_bytes_per_element",
+                   (ARRAYS_MOVED[kk] + WRITE_ALLOCATE[kk]) * (long long)sizeof(double));
             js_obj_close(&res);
         }
         js_obj_close(&res);
-        if (size > 1) printf("%-8s %12s %12s %12s %12s   (best MB/s per rank)\n", "rank",
-                             NAMES[0], NAMES[1], NAMES[2], NAMES[3]);
+        printf("Rates count the bytes the source names (B/element:");
+        for (int kk = 0; kk < NK; kk++) printf(" %s %d", NAMES[kk], ARRAYS_MOVED[kk] * (int)sizeof(double));
+        printf(");\nwith write-allocate the core moves");
+        for (int kk = 0; kk < NK; kk++)
+            printf(" %s %d", NAMES[kk], (ARRAYS_MOVED[kk] + WRITE_ALLOCATE[kk]) * (int)sizeof(double));
+        printf(".\n");
+        if (size > 1) {
+            printf("%-8s", "rank");
+            for (int kk = 0; kk < NK; kk++) printf(" %12s", NAMES[kk]);
+            printf("   (best MB/s per rank)\n");
+        }
         double agg[NK] = {0};
         js_arr_open(&res, "per_rank");
         for (int r = 0; r < size; r++) {
@@ -269,6 +319,7 @@ int main(int argc, char **argv)
     free(c);
     free(times);
     free(joint);
+    free(sums);
     free(tmax);
     free(best_all);
     MPI_Finalize();
