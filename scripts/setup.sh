@@ -9,10 +9,18 @@ SYSTEM_PACKAGES=(
   slurm-wlm slurmdbd slurm-client munge mariadb-server
   hwloc libhwloc-dev numactl likwid
   gcc g++ make pkg-config python3-venv python3-dev
-  iproute2 util-linux procps valgrind linux-perf chromium
+  iproute2 util-linux procps valgrind linux-perf chromium bubblewrap
 )
 
 say() { printf '[setup] %s\n' "$*"; }
+
+# 0. Where the checkout is ---------------------------------------------------------------------
+# A checkout under a 0700 home (Debian's /root) is out of reach of every daemon and user that is not
+# root; say up front what that means and where their files go instead (hpclab/paths.py decides).
+if command -v python3 >/dev/null; then
+  PYTHONPATH=. python3 -c 'from hpclab.paths import checkout_access_report as r; print("\n".join(r()))' |
+    while IFS= read -r line; do say "$line"; done
+fi
 
 # 1. System packages -------------------------------------------------------------------------
 missing=()

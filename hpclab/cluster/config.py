@@ -8,6 +8,10 @@ Everything the cluster writes lives below one state folder (hpclab.paths.state_d
     spool/     slurmctld state and one slurmd spool per node
     mariadb/   the accounting database's data directory and socket
 
+munged does not run as root, and a checkout may sit under a home only root can enter (Debian's
+/root is 0700), so munged's folder (key, socket, log, pid and seed) is not below the state folder
+but in a per-checkout folder under /var/lib/hpclab (hpclab.paths.daemon_state_dir).
+
 Node lines are the machine's own: CPUs, sockets, cores, threads and memory come from `slurmd -C`,
 checked against hwloc, so the cluster never claims cores the machine does not have.
 """
@@ -63,6 +67,11 @@ class Layout:
     root: Path
 
     @property
+    def daemon_root(self) -> Path:
+        """Per-checkout folder for daemons that do not run as root (see the module docstring)."""
+        return paths.daemon_state_dir(self.root)
+
+    @property
     def etc(self) -> Path:
         return self.root / "etc"
 
@@ -97,7 +106,7 @@ class Layout:
     @property
     def munge_dir(self) -> Path:
         # munged is strict about ownership: its key, seed and socket live in a folder it owns.
-        return self.root / "munge"
+        return self.daemon_root / "munge"
 
     @property
     def munge_key(self) -> Path:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpclab import paths
 from hpclab.cluster import config
 from hpclab.cluster.config import Layout, Node
 from hpclab.cluster.daemons import Daemon, tail
@@ -148,6 +149,12 @@ def _prepare_munge(lay: Layout) -> None:
     import pwd
 
     munge = pwd.getpwnam("munge")
+    # Every folder on the way to munged's own is root's and 0755: munged checks that none of them
+    # is writable by others, and clients (jobs of any user) must reach the socket.
+    for folder in (paths.SYSTEM_STATE_ROOT, lay.daemon_root):
+        folder.mkdir(mode=0o755, exist_ok=True)
+        os.chown(folder, 0, 0)
+        folder.chmod(0o755)
     lay.munge_dir.mkdir(parents=True, exist_ok=True)
     os.chown(lay.munge_dir, munge.pw_uid, munge.pw_gid)
     lay.munge_dir.chmod(0o755)  # clients must reach the socket; munged checks it is not writable
@@ -373,6 +380,7 @@ class DaemonStatus:
 @dataclass
 class Status:
     state_dir: Path
+    daemon_dir: Path
     daemons: list[DaemonStatus]
     nodes: dict[str, str]
     partitions: str
@@ -383,7 +391,8 @@ class Status:
         return bool(self.daemons) and all(d.pid for d in self.daemons)
 
     def render(self) -> str:
-        lines = [f"hpclab local cluster  (state: {self.state_dir})", ""]
+        lines = [f"hpclab local cluster  (state: {self.state_dir})",
+                 f"  munged's folder (outside the checkout, reachable by the munge user): {self.daemon_dir}", ""]
         width = max(len(d.name) for d in self.daemons)
         for d in self.daemons:
             state = f"running  pid {d.pid}" if d.pid else "stopped"
@@ -410,7 +419,7 @@ def status() -> Status:
             p = r.stdout.split()
             partitions = f"{p[0]} ({p[1]}, {p[2]} node(s), CPUs alloc/idle/other/total {p[3]})"
     nodes_state = node_states(lay) if slurmctld_daemon(lay).running() else {}
-    return Status(lay.root, ds, nodes_state, partitions, lay.slurm_conf)
+    return Status(lay.root, lay.daemon_root, ds, nodes_state, partitions, lay.slurm_conf)
 
 
 def _run(argv: list[str], what: str, log: Path) -> None:
