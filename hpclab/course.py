@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hpclab import paths
+from hpclab import fidelity, paths
 from hpclab.errors import HpclabError
 
 
@@ -151,7 +151,7 @@ def _keep_previous(out_dir: Path) -> None:
             shutil.move(str(item), dest / item.name)
 
 
-def write_index(report: CourseReport, out_dir: Path) -> Path:
+def write_index(report: CourseReport, out_dir: Path, fidelity_html: str = "") -> Path:
     rows = []
     for n in report.notebooks:
         status = "ok" if n.ok else "failed"
@@ -173,6 +173,7 @@ tr.failed td{{background:#fde8e8}}pre{{white-space:pre-wrap;font-size:.8em;margi
 Every figure in these pages was measured during this run.</p>
 <table><tr><th>notebook</th><th>status</th><th>seconds</th><th>jobs</th><th>error</th></tr>
 {''.join(rows)}</table>
+{fidelity_html}
 {'<h2>Earlier reports</h2><ul>' + hist + '</ul>' if hist else ''}
 </body></html>"""
     index = out_dir / "index.html"
@@ -189,6 +190,8 @@ def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None)
     report = CourseReport(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), quick=quick())
     t0 = time.monotonic()
     os.environ["HPCLAB_HEADLESS"] = "1"  # inherited by the kernels: interactive widgets render statically
+    # Notebooks record their fidelity rows here (a fresh folder: _keep_previous moved the old one).
+    os.environ[fidelity.LEDGER_ENV] = str(out_dir / "fidelity")
     for nb in notebooks:
         print(f"[course] running {nb.relative_to(paths.repo())} ...", flush=True)
         try:
@@ -200,7 +203,9 @@ def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None)
         print(f"[course]   {'ok' if result.ok else 'FAILED'} in {result.seconds:.1f} s", flush=True)
     report.seconds = time.monotonic() - t0
     (out_dir / "report.json").write_text(json.dumps(asdict(report), indent=1))
-    write_index(report, out_dir)
+    rows = fidelity.collect(out_dir / "fidelity")
+    fidelity.write_json(rows, out_dir / "fidelity.json")
+    write_index(report, out_dir, fidelity.html_table(rows))
     return report
 
 
