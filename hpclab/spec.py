@@ -102,15 +102,23 @@ class PoissonArgs(KernelArgs):
     """poisson: n = global grid points per side; grid = process grid "PxQ" (P*Q = ntasks);
     exchange = halo exchange style (blocking: Send/Recv ordered by parity; sendrecv; nonblocking:
     Isend/Irecv/Waitall; naive: every rank sends up first, the 2014 code's chain); iters = sweeps;
-    tol = stop when the residual falls below tol x the initial one."""
+    tol = stop when the residual falls below tol x the initial one; shape = "NXxNY" solves on a
+    rectangle instead of the n x n square (one rank timing a decomposition's subdomain shape)."""
 
     kernel: Literal["poisson"] = "poisson"
     n: int | None = Field(None, ge=2)
+    shape: str | None = Field(None, pattern=r"^[1-9][0-9]*x[1-9][0-9]*$")
     grid: str | None = Field(None, pattern=r"^[1-9][0-9]*x[1-9][0-9]*$")
     exchange: Literal["blocking", "sendrecv", "nonblocking", "naive"] | None = None
     iters: int | None = Field(None, ge=1)
     tol: float | None = Field(None, gt=0)
     fuse: bool = False  # residuum inside the black sweep: one memory pass less, identical results
+
+    @model_validator(mode="after")
+    def _n_or_shape(self):
+        if self.n is not None and self.shape is not None:
+            raise ValueError(f"give either n (a square, got {self.n}) or shape (a rectangle, got {self.shape!r}), not both")
+        return self
 
 
 ARGS_MODELS: dict[str, type[KernelArgs]] = {"stream": StreamArgs, "pingpong": PingpongArgs,

@@ -195,6 +195,28 @@ def test_naive_exchange_above_the_eager_limit_serialises_but_finishes_with_the_s
         assert res["error_max"] == pytest.approx(ref["error_max"], rel=1e-12), case
 
 
+def test_poisson_rectangle_validates_and_any_grid_gives_the_same_answer(bins, tmp_path):
+    """On a 40 x 7 rectangle (--shape; short rows, as a 1x384 subdomain has), and its transpose:
+    does the solver meet the rectangle's error bound, and give the same residuals on 1 rank and on
+    2x1 and 1x2 grids with the naive exchange?"""
+    for shape in ("40x7", "7x40"):
+        results = {}
+        for np, grid in ((1, "1x1"), (2, "2x1"), (2, "1x2")):
+            _, doc = run_json(bins, tmp_path, "poisson", ["--shape", shape, "--iters", "40", "--grid", grid,
+                                                          "--exchange", "naive"], np=np)
+            assert doc["validation"]["ok"]
+            res = doc["results"]
+            assert res["shape"] == [int(v) for v in shape.split("x")] and res["n"] == res["shape"][0]
+            assert sum(r["local"][0] * r["local"][1] for r in res["per_rank"]) == 40 * 7
+            results[grid] = res
+        for grid, res in results.items():
+            assert res["residual_history"] == pytest.approx(results["1x1"]["residual_history"], rel=1e-12), grid
+    # converged, the error is the discretisation error: below the bound, and not far below it
+    _, doc = run_json(bins, tmp_path, "poisson", ["--shape", "60x12", "--tol", "1e-10"], np=None)
+    res = doc["results"]
+    assert res["converged"] and 0.1 * res["error_bound"] < res["error_max"] <= res["error_bound"]
+
+
 @pytest.mark.parametrize("fuse", [False, True], ids=["residuum-separate", "residuum-fused"])
 def test_poisson_two_threads_give_the_same_answer_as_one(bins, tmp_path, fuse):
     """Do 2 OpenMP threads per rank give the residual history and error of 1 thread (to
@@ -395,6 +417,9 @@ BAD_INPUT = [
     ("poisson", ["--grid", "2x2"], 2, "--grid"),
     ("poisson", ["--grid", "2by1"], None, "--grid"),
     ("poisson", ["--exchange", "magic"], None, "--exchange"),
+    ("poisson", ["--shape", "10by3"], None, "--shape"),
+    ("poisson", ["--n", "8", "--shape", "8x4"], None, "--shape"),
+    ("poisson", ["--shape", "1x8", "--grid", "2x1"], 2, "--grid"),
     ("poisson", ["--n", "1", "--grid", "2x1"], 2, "--grid"),
     ("poisson", ["--tol"], None, "--tol"),
 ]

@@ -15,7 +15,9 @@ from hpclab.parse.source import fail, typed
 
 COLUMNS = ["rank", "coord_x", "coord_y", "local_x", "local_y", "phase", "kind", "seconds",
            "rank_total"]
-SUMMARY_KEYS = ["n", "grid", "exchange", "iterations", "final_residual", "error_max",
+# n: points along x (per side on a square); shape: [NX, NY] (reports before --shape lack it:
+# None there); exchange: blocking | sendrecv | nonblocking | naive (docs/kernel-contract.md).
+SUMMARY_KEYS = ["n", "shape", "grid", "exchange", "iterations", "final_residual", "error_max",
                 "wall_time", "lattice_updates_per_sec"]
 
 

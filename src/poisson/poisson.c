@@ -1,7 +1,9 @@
 /* poisson: 2D Poisson (steady heat) -lap(u) = f on the unit square, N x N interior points,
    Dirichlet zero boundary, solved with red-black Gauss-Seidel on a 2D Cartesian process grid.
    The right-hand side is manufactured from u = sin(pi x) sin(pi y) (f = 2 pi^2 u), so the
-   error against the analytic answer is known and checked. Within one colour the update order
+   error against the analytic answer is known and checked. --shape NXxNY solves on a rectangle
+   instead (same spacing h in x and y, the longer side of length 1, u = sin(pi x/a) sin(pi y/b)):
+   one rank can then time the subdomain shape of any decomposition, e.g. a long thin strip. Within one colour the update order
    does not matter, so every process grid and halo-exchange variant gives bit-identical numbers.
    Phases per iteration: red sweep, halo exchange (copy + MPI), black sweep, exchange,
    residuum (max norm, MPI_Allreduce). With --fuse the residuum of the inner points is computed
@@ -53,11 +55,12 @@ enum exchange_kind { BLOCKING, SENDRECV, NONBLOCKING, NAIVE, N_EXCHANGES };
 static const char *EXCHANGE_NAMES[] = {"blocking", "sendrecv", "nonblocking", "naive"};
 
 static const char *ALLOWED = "--n N (1..1000000), --grid PxQ, "
-                             "--exchange blocking|sendrecv|nonblocking|naive, --iters K (1..100000000), "
+                             "--shape NXxNY, --exchange blocking|sendrecv|nonblocking|naive, --iters K (1..100000000), "
                              "--tol T (0..1), --fuse, --json FILE, --help";
 
 typedef struct {
     long long n, iters;
+    long long nx, ny; /* global interior points along x and y: N x N, or --shape */
     double tol;
     int p, q; /* 0: MPI_Dims_create chooses */
     int fuse; /* residuum inside the black sweep */
@@ -85,11 +88,24 @@ typedef struct {
 
 static options parse(int argc, char **argv, int rank, int size)
 {
-    options o = {POISSON_N, 0, -1.0, 0, 0, 0, SENDRECV, NULL};
+    options o = {POISSON_N, 0, 0, 0, -1.0, 0, 0, 0, SENDRECV, NULL};
+    int have_n = 0, have_shape = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--n"))
+        if (!strcmp(a, "--n")) {
             o.n = hpc_arg_ll(a, hpc_arg_value(argc, argv, &i, ALLOWED), 1, 1000000, "1..1000000");
+            have_n = 1;
+        } else if (!strcmp(a, "--shape")) {
+            const char *v = hpc_arg_value(argc, argv, &i, ALLOWED);
+            char tail;
+            if (sscanf(v, "%lldx%lld%c", &o.nx, &o.ny, &tail) != 2 || o.nx < 1 || o.ny < 1 ||
+                o.nx > 100000000 || o.ny > 100000000) {
+                char what[160];
+                snprintf(what, sizeof what, "'%s' is not NXxNY with 1 <= NX, NY <= 100000000", v);
+                hpc_usage_error(a, what, "NXxNY interior points along x and y, e.g. 3600x10");
+            }
+            have_shape = 1;
+        }
         else if (!strcmp(a, "--iters"))
             o.iters = hpc_arg_ll(a, hpc_arg_value(argc, argv, &i, ALLOWED), 1, 100000000, "1..100000000");
         else if (!strcmp(a, "--tol"))
@@ -126,10 +142,13 @@ static options parse(int argc, char **argv, int rank, int size)
             o.json = hpc_arg_value(argc, argv, &i, ALLOWED);
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             if (rank == 0)
-                printf("usage: poisson [--n N] [--grid PxQ] [--exchange blocking|sendrecv|nonblocking|naive]\n"
+                printf("usage: poisson [--n N | --shape NXxNY] [--grid PxQ]\n"
+                       "               [--exchange blocking|sendrecv|nonblocking|naive]\n"
                        "               [--iters K] [--tol T] [--fuse] [--json FILE]\n"
                        "  Red-black Gauss-Seidel for -lap(u) = 2 pi^2 sin(pi x) sin(pi y) on N x N points.\n"
                        "  --n N        interior points per dimension (default %d)\n"
+                       "  --shape NXxNY  a rectangle of NX x NY interior points instead (same spacing\n"
+                       "               in x and y; rows along y are contiguous in memory)\n"
                        "  --grid PxQ   process grid, P along x (default: MPI_Dims_create); uneven splits allowed\n"
                        "  --exchange   halo exchange: blocking (Send/Recv ordered by parity), sendrecv (default),\n"
                        "               nonblocking (Isend/Irecv/Waitall), naive (every rank sends up,\n"
@@ -145,6 +164,9 @@ static options parse(int argc, char **argv, int rank, int size)
         } else
             hpc_usage_error(a, "unknown argument", ALLOWED);
     }
+    if (have_n && have_shape)
+        hpc_usage_error("--shape", "given together with --n", "either --n N (a square) or --shape NXxNY");
+    if (!have_shape) o.nx = o.ny = o.n;
     if (o.iters == 0 && o.tol < 0) o.tol = POISSON_TOL;
     if (o.iters == 0) o.iters = POISSON_MAX_ITERS;
     if (o.tol < 0) o.tol = 0.0;
@@ -462,11 +484,11 @@ int main(int argc, char **argv)
     d.dims[0] = o.p;
     d.dims[1] = o.q;
     MPI_Dims_create(size, 2, d.dims);
-    if (d.dims[0] > o.n || d.dims[1] > o.n) {
+    if (d.dims[0] > o.nx || d.dims[1] > o.ny) {
         char what[160], allowed[160];
-        snprintf(what, sizeof what, "grid %dx%d has more processes than the %lld points per side",
-                 d.dims[0], d.dims[1], o.n);
-        snprintf(allowed, sizeof allowed, "P, Q <= --n (%lld)", o.n);
+        snprintf(what, sizeof what, "grid %dx%d has more processes than the %lld x %lld points",
+                 d.dims[0], d.dims[1], o.nx, o.ny);
+        snprintf(allowed, sizeof allowed, "P <= %lld, Q <= %lld", o.nx, o.ny);
         hpc_usage_error(o.p ? "--grid" : "--n", what, allowed);
     }
     int periods[2] = {0, 0};
@@ -475,8 +497,8 @@ int main(int argc, char **argv)
     MPI_Cart_shift(d.cart, 0, 1, &d.xlo, &d.xhi);
     MPI_Cart_shift(d.cart, 1, 1, &d.ylo, &d.yhi);
     long long sx, sy;
-    split(o.n, d.dims[0], d.coords[0], &d.nx, &sx);
-    split(o.n, d.dims[1], d.coords[1], &d.ny, &sy);
+    split(o.nx, d.dims[0], d.coords[0], &d.nx, &sx);
+    split(o.ny, d.dims[1], d.coords[1], &d.ny, &sy);
     d.ix0 = sx; /* local i = 1 is global point sx + 1 */
     d.iy0 = sy;
     d.stride = d.ny + 2;
@@ -486,7 +508,7 @@ int main(int argc, char **argv)
         unsigned long long avail = hpc_mem_available();
         char what[200];
         snprintf(what, sizeof what, "%lld x %lld points need %.0f MB on this host, %.0f MB available",
-                 o.n, o.n, need / 1e6, (double)avail / 1e6);
+                 o.nx, o.ny, need / 1e6, (double)avail / 1e6);
         hpc_agree_usage_error(avail && need > 0.9 * (double)avail, "--n", what, "a smaller N");
     }
     size_t cells = (size_t)(d.nx + 2) * (size_t)d.stride;
@@ -497,7 +519,15 @@ int main(int argc, char **argv)
     d.inner_done = calloc((size_t)(d.nx + 2), 1);
     hpc_agree_usage_error(!d.u || !d.h2f || !d.sbuf || !d.rbuf || !d.inner_done, "--n", "could not allocate the grid", "a smaller N");
 
-    const double h = 1.0 / (double)(o.n + 1), h2 = h * h, pi = M_PI;
+    /* Coordinates scaled to the unit square: x = (global i) * hx, y = (global j) * hy; the
+       rectangle's sides are a = (NX+1) h and b = (NY+1) h with h the spacing of the longer one,
+       so a = b = 1 and hx = hy = h on a square. u = sin(pi x) sin(pi y) in these coordinates
+       solves -lap u = pi^2 (1/a^2 + 1/b^2) u. */
+    const long long nmax = o.nx > o.ny ? o.nx : o.ny;
+    const double h = 1.0 / (double)(nmax + 1), h2 = h * h, pi = M_PI;
+    const double hx = 1.0 / (double)(o.nx + 1), hy = 1.0 / (double)(o.ny + 1);
+    const double a = (double)(o.nx + 1) / (double)(nmax + 1), b = (double)(o.ny + 1) / (double)(nmax + 1);
+    const double curv = 1.0 / (a * a) + 1.0 / (b * b); /* 2 on the square */
     /* First touch with the sweeps' static schedule: pages land near the threads that use them,
        and the page faults are not charged to the first red sweep. */
 #pragma omp parallel for schedule(static)
@@ -509,8 +539,8 @@ int main(int argc, char **argv)
 #pragma omp parallel for schedule(static)
     for (long long i = 1; i <= d.nx; i++)
         for (long long j = 1; j <= d.ny; j++) {
-            double x = (double)(d.ix0 + i) * h, y = (double)(d.iy0 + j) * h;
-            d.h2f[i * d.stride + j] = h2 * 2.0 * pi * pi * sin(pi * x) * sin(pi * y);
+            double x = (double)(d.ix0 + i) * hx, y = (double)(d.iy0 + j) * hy;
+            d.h2f[i * d.stride + j] = h2 * curv * pi * pi * sin(pi * x) * sin(pi * y);
         }
 
     long long cap = o.iters + 1 < 1000000 ? o.iters + 1 : 1000000;
@@ -546,24 +576,27 @@ int main(int argc, char **argv)
     MPI_Allreduce(&d.t[T_TOTAL], &wall, 1, MPI_DOUBLE, MPI_MAX, d.cart);
 
     /* Error against the analytic solution, and the bound it must satisfy:
-       |u_h - u| <= ||A^-1||_inf * |tau|_inf  with ||A^-1||_inf <= 1/8 on the unit square and
-       truncation |tau| <= h^2/12 (|u_xxxx| + |u_yyyy|) <= pi^4 h^2 / 6, plus the algebraic
-       part |u_k - u_h| <= r_max / 8. A small slack covers rounding in r itself. */
+       |u_h - u| <= ||A^-1||_inf * |tau|_inf  with ||A^-1||_inf <= min(a, b)^2 / 8 (1/8 on the
+       unit square: w = x (a - x) / 2 solves -lap w = 1, also discretely) and truncation
+       |tau| <= h^2/12 (|u_xxxx| + |u_yyyy|) <= pi^4 h^2 (1/a^4 + 1/b^4) / 12 (pi^4 h^2 / 6 on
+       the square), plus the algebraic part |u_k - u_h| <= ||A^-1||_inf r_max. A small slack
+       covers rounding in r itself. On the square: pi^4 h^2 / 48 + r / 8. */
     double emax = 0.0;
 #pragma omp parallel for reduction(max : emax) schedule(static)
     for (long long i = 1; i <= d.nx; i++)
         for (long long j = 1; j <= d.ny; j++) {
-            double x = (double)(d.ix0 + i) * h, y = (double)(d.iy0 + j) * h;
+            double x = (double)(d.ix0 + i) * hx, y = (double)(d.iy0 + j) * hy;
             double e = fabs(d.u[i * d.stride + j] - sin(pi * x) * sin(pi * y));
             emax = e > emax ? e : emax;
         }
     double error_max = 0.0;
     MPI_Allreduce(&emax, &error_max, 1, MPI_DOUBLE, MPI_MAX, d.cart);
-    double bound = pi * pi * pi * pi * h2 / 48.0 + r / 8.0;
+    const double ab = a < b ? a : b, ainv = ab * ab / 8.0;
+    double bound = ainv * (pi * pi * pi * pi * h2 * (1.0 / (a * a * a * a) + 1.0 / (b * b * b * b)) / 12.0 + r);
     bound = bound * (1.0 + 1e-9) + 64.0 * DBL_EPSILON;
     int ok = isfinite(r) && isfinite(error_max) && error_max <= bound;
     char msg[256];
-    snprintf(msg, sizeof msg, "error_max %.6e exceeds the bound %.6e (pi^4 h^2/48 + residual/8)",
+    snprintf(msg, sizeof msg, "error_max %.6e exceeds the bound %.6e (pi^4 h^2/48 + residual/8 on the square)",
              error_max, bound);
     int converged = o.tol > 0 && r <= o.tol * r0;
 
@@ -580,7 +613,10 @@ int main(int argc, char **argv)
     rep.json_path = o.json;
     char grid[64];
     snprintf(grid, sizeof grid, "%dx%d", d.dims[0], d.dims[1]);
-    hpc_kv_int(&rep, "n", o.n);
+    char shape[64];
+    snprintf(shape, sizeof shape, "%lldx%lld", o.nx, o.ny);
+    hpc_kv_int(&rep, "n", o.nx);
+    hpc_kv_str(&rep, "shape", shape);
     hpc_kv_str(&rep, "grid", grid);
     hpc_kv_str(&rep, "exchange", EXCHANGE_NAMES[o.exchange]);
     hpc_kv_bool(&rep, "fuse", o.fuse);
@@ -595,7 +631,7 @@ int main(int argc, char **argv)
     hpc_json res;
     js_init(&res);
     if (rank == 0) {
-        double lups = wall > 0 ? (double)o.n * (double)o.n * (double)it / wall : 0.0;
+        double lups = wall > 0 ? (double)o.nx * (double)o.ny * (double)it / wall : 0.0;
         printf("iterations              = %lld%s\n", it, converged ? " (converged)" : "");
         printf("initial_residual        = %.6e\n", r0);
         printf("final_residual          = %.6e\n", r);
@@ -620,7 +656,11 @@ int main(int argc, char **argv)
         }
 
         js_obj_open(&res, NULL);
-        js_int(&res, "n", o.n);
+        js_int(&res, "n", o.nx);
+        js_arr_open(&res, "shape");
+        js_int(&res, NULL, o.nx);
+        js_int(&res, NULL, o.ny);
+        js_arr_close(&res);
         js_arr_open(&res, "grid");
         js_int(&res, NULL, d.dims[0]);
         js_int(&res, NULL, d.dims[1]);
