@@ -5,6 +5,13 @@ microseconds, m in bytes and BW in MB/s (10^6 bytes per second), m / BW is alrea
 microseconds, so the model is linear in (L, 1/BW) and a least-squares fit is exact.
 The fit is done on a size range the student chooses: one straight line cannot describe both
 eager and rendezvous protocols, and the residual panel shows where it stops fitting.
+
+A latency is a time and cannot be negative, but an unconstrained line can cross zero below the
+axis: over large messages only, the intercept is an extrapolation far outside the data, and on a
+token-bucket-shaped link the first bucket of every message travels faster than the rate, which
+shifts the line down by (bucket / rate). By default the fit is therefore constrained to L >= 0
+(the exact least-squares solution under that bound); `clamped` says when the bound was active
+and `unconstrained_latency_us` keeps the free intercept, so a figure can say why L is 0.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ class HockneyFit:
     latency_us: L in microseconds; bandwidth_mb_s: BW in MB/s (10^6 bytes/s);
     bytes, t_usec: the points used (arrays); residuals_us: measured - model, microseconds;
     size_range: (smallest, largest) message size in bytes used; relative: whether the
-    squared relative errors were minimised.
+    squared relative errors were minimised; clamped: True when the free intercept was negative
+    and L was held at 0 (then unconstrained_latency_us holds the free intercept, else it equals
+    latency_us).
     """
 
     latency_us: float
@@ -33,6 +42,8 @@ class HockneyFit:
     residuals_us: np.ndarray
     size_range: tuple[int, int]
     relative: bool
+    clamped: bool = False
+    unconstrained_latency_us: float | None = None
 
     def predict(self, nbytes) -> np.ndarray:
         """Model time in microseconds for message sizes nbytes (bytes, scalar or array)."""
@@ -50,13 +61,15 @@ class HockneyFit:
 
 
 def hockney_fit(nbytes, t_usec, size_range: tuple[float, float] | None = None,
-                relative: bool = True) -> HockneyFit:
+                relative: bool = True, nonnegative: bool = True) -> HockneyFit:
     """Fit t = L + m / BW by least squares.
 
     nbytes: message sizes in bytes; t_usec: one-way times in microseconds (same length).
     size_range: (min_bytes, max_bytes), inclusive; only points inside are fitted (default all).
     relative: minimise squared relative errors (default). Sizes span many decades, and an
     absolute fit lets the largest messages decide everything, leaving L meaningless.
+    nonnegative: constrain L >= 0 (default). If the free intercept is negative, the constrained
+    minimum lies on the bound, so L = 0 and 1/BW is the one-parameter least-squares slope.
     Returns a HockneyFit. Raises HpclabError when fewer than two distinct sizes fall in the
     range, when times are not positive, or when the fitted bandwidth is not positive.
     """
@@ -83,6 +96,11 @@ def hockney_fit(nbytes, t_usec, size_range: tuple[float, float] | None = None,
     weights = 1.0 / t if relative else np.ones_like(t)
     coef, *_ = np.linalg.lstsq(design * weights[:, None], t * weights, rcond=None)
     latency, inv_bw = float(coef[0]), float(coef[1])
+    free_latency = latency
+    clamped = nonnegative and latency < 0
+    if clamped:  # the bound is active: minimise sum(w^2 (t - m/BW)^2) over 1/BW alone
+        wm, wt = weights * m, weights * t
+        latency, inv_bw = 0.0, float(wm @ wt / (wm @ wm))
     if inv_bw <= 0:
         raise HpclabError(
             f"time does not grow with message size between {lo:g} and {hi:g} bytes "
@@ -91,7 +109,8 @@ def hockney_fit(nbytes, t_usec, size_range: tuple[float, float] | None = None,
         )
     resid = t - (latency + m * inv_bw)
     return HockneyFit(latency_us=latency, bandwidth_mb_s=1.0 / inv_bw, bytes=m, t_usec=t,
-                      residuals_us=resid, size_range=(int(lo), int(hi)), relative=relative)
+                      residuals_us=resid, size_range=(int(lo), int(hi)), relative=relative,
+                      clamped=clamped, unconstrained_latency_us=free_latency)
 
 
 def scaling_table(table, ranks: str = "ranks", time: str = "seconds"):

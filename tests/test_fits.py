@@ -71,6 +71,47 @@ def test_bad_input_is_an_error(sizes, times, msg):
         hockney_fit(sizes, times)
 
 
+@given(sizes=st.lists(st.integers(0, 1 << 24), min_size=2, max_size=24, unique=True),
+       noise=st.lists(st.floats(0.5, 2.0), min_size=24, max_size=24),
+       latency=st.floats(-2000.0, 100.0), bandwidth=st.floats(10.0, 1e5), relative=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_constrained_fit_never_gives_a_negative_latency(sizes, noise, latency, bandwidth, relative):
+    """Whatever positive times come in (even made from a negative 'latency', as a token bucket
+    produces), is the default fit's L >= 0, and is it the least-squares optimum under that bound?"""
+    m = np.array(sizes, dtype=float)
+    t = np.maximum(latency + m / bandwidth, 0.01) * np.array(noise[:len(m)])
+    try:
+        fit = hockney_fit(m, t, relative=relative)
+    except HpclabError:  # time falls with size: no positive bandwidth exists, refused loudly
+        return
+    assert fit.latency_us >= 0 and fit.bandwidth_mb_s > 0
+    free = hockney_fit(m, t, relative=relative, nonnegative=False) if not fit.clamped else None
+    if fit.clamped:
+        assert fit.latency_us == 0 and fit.unconstrained_latency_us < 0
+    else:
+        assert fit.latency_us == free.latency_us == fit.unconstrained_latency_us
+    # no other line with L >= 0 fits better: try the optimum's neighbours
+    w = 1 / t if relative else np.ones_like(t)
+    cost = lambda L, inv: float(np.sum((w * (t - L - m * inv)) ** 2))  # noqa: E731
+    best = cost(fit.latency_us, 1 / fit.bandwidth_mb_s)
+    for dL in (0.0, 1e-3, 1.0):
+        for f in (0.999, 1.0, 1.001):
+            assert best <= cost(fit.latency_us + dL, f / fit.bandwidth_mb_s) * (1 + 1e-9) + 1e-12
+
+
+def test_token_bucket_link_gives_the_rate_and_flags_the_clamp():
+    """On a shaped link whose first 125 kB per message pass unshaped, t = (m - B)/R + small: is the
+    free intercept negative, the default L held at 0 and flagged, and BW within 10 % of R?"""
+    rate, bucket = 125.0, 125_000  # MB/s and bytes: 1 Gbit/s with a 1 ms bucket
+    sizes = np.array([2**k for k in range(20, 25)], dtype=float)  # 1 MiB .. 16 MiB
+    t = 30 + bucket / 3000 + (sizes - bucket) / rate
+    free = hockney_fit(sizes, t, nonnegative=False)
+    assert free.latency_us < 0
+    fit = hockney_fit(sizes, t)
+    assert fit.clamped and fit.latency_us == 0
+    assert fit.bandwidth_mb_s == pytest.approx(rate, rel=0.1)
+
+
 def test_scaling_of_a_perfect_code_is_ideal():
     """Does time T/p give speedup p, efficiency 1 and a zero serial fraction?"""
     import pandas as pd
