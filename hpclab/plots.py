@@ -162,8 +162,8 @@ def latency_bandwidth(table: pd.DataFrame, by: str = "transport",
         group = group.sort_values("bytes")
         fit = fits.attrs["fits"][key]
         label = f"{key}: L = {fit.latency_us:.3g} us, BW = {fit.bandwidth_mb_s:.4g} MB/s"
-        if fit.latency_us < 0:
-            label += " (L < 0: the line does not fit this range)"
+        if fit.clamped:  # the free line crossed below zero: L held at 0 (see hpclab.fits)
+            label += f" (L held at 0; free fit {fit.unconstrained_latency_us:.3g} us)"
         positive = group[group["bytes"] > 0]
         ax_t.plot(positive["bytes"], positive["t_usec"], "o", ms=3.5, color=color, label=label)
         m = np.geomspace(max(fit.bytes.min(), 1), fit.bytes.max(), 100)

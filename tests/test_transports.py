@@ -28,6 +28,23 @@ def test_summary_recovers_latency_and_bandwidth_per_selection():
     assert s.loc["fast", "bandwidth_mb_s_max"] == pytest.approx(10000.0, rel=1e-9)
     assert s.loc["fast", "bandwidth_mb_s_min"] == pytest.approx(10000.0 / 1.02, rel=1e-9)
     assert s.loc["slow", "bandwidth_mb_s_median"] == pytest.approx(1000.0, rel=1e-9)
+    top = 2 ** 22
+    assert s.loc["slow", "largest_bytes"] == top
+    assert s.loc["slow", "largest_mb_s_median"] == pytest.approx(top / (20.0 + top / 1000.0))
+
+
+def test_bucket_free_size_leaves_the_bucket_below_an_eighth():
+    """Is the first size used to fit a shaped link at least 8 token buckets (a power of two), so
+    the unshaped first bucket of each ping-pong message adds at most 1/8 to its rate?"""
+    from hpclab.cluster import links
+
+    for name, prof in links.load_profiles().items():
+        size = transports.bucket_free_size(name)
+        assert size & (size - 1) == 0
+        if prof.shaped:
+            assert 8 * prof.burst_bytes() <= size < 16 * prof.burst_bytes()
+        else:
+            assert size == 8192
 
 
 def test_every_named_selection_is_a_valid_spec():
