@@ -19,7 +19,11 @@ grid is far larger than the caches and neighbouring rows stay in cache:
   black sweep : the same (both colours share every cache line) = 24 B
   residuum    : u read + f read                                 = 16 B
 No write-allocate extra: u's cache lines are read before they are written.
---fuse folds the residuum into the black sweep and saves its 16 B."""
+--fuse folds the residuum into the black sweep and saves its 16 B.
+Reads : writes = 48 : 16 B (3:1), fused 32 : 16 B (2:1). The roof's bandwidth comes from the
+STREAM kernel with the same mix, counting what it really moves: Triad reads b and c and, before
+storing a, a's cache line (write-allocate): 24 B read + 8 B written = 32 B per element, not the
+24 B its reported rate counts (fused: Copy, 16 + 8 B)."""
 BYTES_PER_UPDATE = {"separate": 64, "fused": 48}
 
 
@@ -76,12 +80,40 @@ def efficiency(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def roofline_lups(triad_mb_s: float, fused: bool = False) -> float:
-    """The memory roofline of the solver: lattice updates per second if memory bandwidth (STREAM
-    Triad, MB/s with MB = 10^6 B) were the only limit."""
-    if triad_mb_s <= 0:
-        raise HpclabError(f"the Triad bandwidth must be positive, got {triad_mb_s}", "check the STREAM run")
-    return triad_mb_s * 1e6 / BYTES_PER_UPDATE["fused" if fused else "separate"]
+def roofline_lups(bandwidth_mb_s: float, fused: bool = False) -> float:
+    """The memory roofline of the solver: lattice updates per second if memory bandwidth were the
+    only limit. bandwidth_mb_s: bytes really moved per second [MB/s, MB = 10^6 B], i.e.
+    hotspots.memory_roof()["moved_mb_s"] (write-allocate counted), not STREAM's reported Triad."""
+    if bandwidth_mb_s <= 0:
+        raise HpclabError(f"the memory bandwidth must be positive, got {bandwidth_mb_s}", "check the STREAM run")
+    return bandwidth_mb_s * 1e6 / BYTES_PER_UPDATE["fused" if fused else "separate"]
+
+
+def subdomains(rows: pd.DataFrame, caches: pd.DataFrame) -> pd.DataFrame:
+    """Why compute efficiency can exceed 1: each rank's share of the grid against the caches.
+
+    rows: run_rows() output; caches: hotspots.cache_sizes()/node_caches(). Returns one row per
+    label with ranks, grid, rank_bytes (u and f of the largest subdomain, halo included),
+    node_bytes (all ranks of the node), where each rank's subdomain lives (hotspots.residency
+    of rank_bytes: L2, L3, partly cached, memory) and the share of the node's working set that
+    the caches could hold (all caches of the node together / node_bytes, capped at 1). A run
+    whose subdomains are closer to the caches than the single rank's gets part of its bytes from
+    cache, and its compute time falls by more than the rank count."""
+    from hpclab import hotspots
+
+    total_cache = int((caches["bytes"] * caches["count"]).sum())
+    out = []
+    for label, grp in rows.groupby("label", sort=False):
+        r = grp.iloc[0]
+        p, q = (int(x) for x in r["grid"].split("x"))
+        nx, ny = -(-int(r["n"]) // p), -(-int(r["n"]) // q)
+        rank_bytes = 2 * (nx + 2) * (ny + 2) * hotspots.WORD
+        node_bytes = rank_bytes * int(r["ranks"])
+        out.append({"label": label, "ranks": int(r["ranks"]), "grid": r["grid"],
+                    "rank_bytes": rank_bytes, "node_bytes": node_bytes,
+                    "rank_residency": hotspots.residency(rank_bytes, caches),
+                    "cacheable_share": min(1.0, total_cache / node_bytes)})
+    return pd.DataFrame(out)
 
 
 def configs_for(cores: int, exchange: str = "sendrecv") -> list[dict]:
@@ -123,9 +155,11 @@ def efficiency_by_family(rows: pd.DataFrame, configs: list[dict]) -> pd.DataFram
 
 
 def triad_specs(size: int, repetitions: int, experiment: str = "roofline") -> list:
-    """STREAM specs measuring one bound rank's Triad bandwidth (the roofline's memory term)."""
+    """STREAM specs measuring one bound rank's bandwidth (the roofline's memory term; read it
+    with hotspots.memory_roof). size: doubles per array, hotspots.stream_elements(LLC) so each
+    array is at least 4x the last-level cache."""
     from hpclab import placement
 
-    case = placement.Case("1 rank, large arrays", {"binding": {"cpu_bind": "cores"}, "omp": {"num_threads": 1}},
+    case = placement.Case("1 rank, arrays >= 4x the last-level cache", {"binding": {"cpu_bind": "cores"}, "omp": {"num_threads": 1}},
                           "one core streaming arrays far larger than the caches", ntasks=1)
     return placement.specs([case], size=size, reps=10, repetitions=repetitions, experiment=experiment)

@@ -124,13 +124,13 @@ def test_traffic_model_counts_three_passes_or_two():
 
 
 def test_roofline_bound_is_bandwidth_over_bytes():
-    """Is the roofline rate the Triad bandwidth divided by the bytes per update?"""
-    r = hotspots.roofline(lups=1e8, triad_mb_s=6400.0)
+    """Is the roofline rate the bandwidth (bytes really moved) divided by the bytes per update?"""
+    r = hotspots.roofline(lups=1e8, bandwidth_mb_s=6400.0)
     assert r["bound_lups"] == pytest.approx(6400e6 / 64)
     assert r["fraction"] == pytest.approx(1.0)
     assert r["achieved_gb_s"] == pytest.approx(6.4)
     with pytest.raises(HpclabError):
-        hotspots.roofline(lups=0, triad_mb_s=1000.0)
+        hotspots.roofline(lups=0, bandwidth_mb_s=1000.0)
 
 
 def test_working_set_includes_the_halo():
@@ -301,3 +301,106 @@ def test_seed_hotspots_are_labelled_as_quoted():
     df = hotspots.seed_hotspots()
     assert (df["source"] == hotspots.ITAC_2014).all()
     assert df["cpu_time_ms"].is_monotonic_decreasing
+
+
+# --- the memory roof: known traffic, one size rule, no memory-resident run above it ----------------
+
+ROOF = Path(__file__).parent / "data" / "roof"
+
+
+def _roof_data():
+    doc = json.loads((ROOF / "runs.json").read_text())
+
+    class _Run:  # what poisson_rates reads of a Run: run_id and result()
+        def __init__(self, d):
+            self.run_id, self._d = d["run_id"], d
+
+        def result(self):
+            return self._d
+
+    return doc["stream"], [_Run(d) for d in doc["poisson"]], hotspots.cache_sizes(ROOF)
+
+
+def test_roof_kernel_has_the_solvers_read_write_mix():
+    """Does the STREAM kernel chosen for each variant read and write, with write-allocate, in the
+    same proportion as the solver's traffic model (3:1 separate, 2:1 fused)?"""
+    stream, _, _ = _roof_data()
+    t = hotspots.stream_traffic(stream[0]).set_index("function")
+    for fused, variant in ((False, "separate"), (True, "fused")):
+        m = hotspots.traffic_model(fused)
+        k = t.loc[hotspots.ROOF_KERNEL[variant]]
+        assert m["read_bytes"].sum() * k["write_bytes"] == m["write_bytes"].sum() * k["read_bytes"]
+
+
+def test_stream_traffic_counts_write_allocate():
+    """Is Triad's real bandwidth 32/24 of its reported rate, Update's (in place) and Sum's
+    (read-only) equal to it, on a recorded run and on a report older than Update and Sum?"""
+    stream, _, _ = _roof_data()
+    t = hotspots.stream_traffic(stream[0]).set_index("function")
+    assert t.loc["Triad", "moved_mb_s"] == pytest.approx(t.loc["Triad", "reported_mb_s"] * 4 / 3)
+    assert t.loc["Copy", "moved_mb_s"] == pytest.approx(t.loc["Copy", "reported_mb_s"] * 3 / 2)
+    for name in ("Update", "Sum"):
+        assert t.loc[name, "moved_mb_s"] == t.loc[name, "reported_mb_s"]
+    old = json.loads((Path(__file__).parent / "data" / "runs" / "stream-bind-core" / "result.json").read_text())
+    t_old = hotspots.stream_traffic(old)
+    assert list(t_old["function"]) == ["Copy", "Scale", "Add", "Triad"]
+    with pytest.raises(HpclabError):
+        hotspots.stream_traffic({"results": {}})
+
+
+def test_one_size_rule_from_the_last_level_cache():
+    """Are STREAM's arrays and the memory-resident grid both at least 4x the last-level cache
+    (32 MiB L3 on the course VM), and is a working set labelled by where it fits?"""
+    caches = hotspots.cache_sizes(ROOF)
+    llc = hotspots.last_level_cache(caches)
+    assert llc == 32 * 2**20
+    n_el = hotspots.stream_elements(llc)
+    assert n_el * 8 >= 4 * llc and (n_el - 1_000_000) * 8 < 4 * llc
+    n = hotspots.memory_resident_n(llc)
+    assert hotspots.working_set_bytes(n) >= 4 * llc > hotspots.working_set_bytes(n - 256)
+    assert hotspots.residency(hotspots.working_set_bytes(192), caches) == "L2"
+    assert hotspots.residency(hotspots.working_set_bytes(1024), caches) == "L3"
+    assert hotspots.residency(hotspots.working_set_bytes(2048), caches) == "partly cached"
+    assert hotspots.residency(hotspots.working_set_bytes(n), caches) == "memory"
+
+
+def test_no_recorded_memory_resident_run_exceeds_its_roof():
+    """On recorded runs, is every memory-resident grid (median and fastest run) at or below its
+    roof, while an in-cache grid may exceed it (and is labelled as in cache)?"""
+    stream, runs, caches = _roof_data()
+    rates = hotspots.poisson_rates(runs)
+    t = hotspots.roof_table(rates, stream, caches)
+    mem = t[t["residency"] == "memory"]
+    assert len(mem) == 2  # n = 3072, separate and fused
+    assert (mem["share"] <= 1.0).all()
+    assert (mem["max"] <= mem["roof_lups"]).all()
+    assert set(t.loc[t["share"] > 1.0, "residency"]) <= {"L1", "L2", "L3", "partly cached"}
+    row = hotspots.roofline_fidelity(rates, stream, caches)
+    assert row["share"] == pytest.approx(row["reported_share"] * 3 / 4)  # Triad: 24 B of 32 counted
+
+
+def test_a_real_memory_resident_run_stays_below_its_roof(tmp_path):
+    """Run STREAM (arrays >= 4x the LLC) and the solver (grid >= 4x the LLC) on one core, now: is
+    the solver at or below the roof its own traffic allows?"""
+    if not POISSON.exists() or not (paths.bin_dir() / "stream").exists():
+        pytest.skip("kernels not built (make -C src)")
+    caches = hotspots.node_caches()
+    llc = hotspots.last_level_cache(caches)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    cpu = str(sorted(os.sched_getaffinity(0))[-1])
+    streams = []
+    for k in range(2):  # the best of two: a roof is an upper bound, noise only lowers it
+        out = tmp_path / f"stream{k}.json"
+        subprocess.run(["taskset", "-c", cpu, str(paths.bin_dir() / "stream"), "--size",
+                        str(hotspots.stream_elements(llc)), "--reps", "4", "--json", str(out)],
+                       env=env, check=True, capture_output=True, timeout=120)
+        streams.append(json.loads(out.read_text()))
+    n = hotspots.memory_resident_n(llc)
+    out = tmp_path / "poisson.json"
+    subprocess.run(["taskset", "-c", cpu, str(POISSON), "--n", str(n), "--iters", "4", "--json", str(out)],
+                   env=env, check=True, capture_output=True, timeout=120)
+    lups = json.loads(out.read_text())["results"]["lattice_updates_per_sec"]
+    roof = hotspots.memory_roof(streams)
+    assert hotspots.residency(hotspots.working_set_bytes(n), caches) == "memory"
+    assert hotspots.roofline(lups, roof["moved_mb_s"])["fraction"] <= 1.0

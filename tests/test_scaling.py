@@ -30,7 +30,7 @@ def test_efficiency_separates_total_and_compute():
 
 
 def test_roofline_from_triad_bandwidth():
-    """Is the roofline the Triad bandwidth divided by the bytes one update moves?"""
+    """Is the roofline the bandwidth (bytes really moved) divided by the bytes one update moves?"""
     assert scaling.roofline_lups(6400.0) == pytest.approx(6400e6 / 64)
     assert scaling.roofline_lups(4800.0, fused=True) == pytest.approx(1e8)
     with pytest.raises(HpclabError):
@@ -44,3 +44,18 @@ def test_efficiency_by_family_is_empty_on_one_core():
     two = pd.concat([rows, pd.DataFrame([{"ranks": 2, "grid": "2x1", "seconds": 0.6, "comp_mean": 0.5}])])
     e = scaling.efficiency_by_family(two, scaling.configs_for(2))
     assert list(e["family"].unique()) == ["1D Px1"]
+
+
+def test_subdomains_say_where_each_ranks_share_lives():
+    """Does a 2-rank run's subdomain of a 2048 grid (34 MB per rank, 67 MB for the node) compare
+    against the caches, and a 1-rank run of a 512 grid show up as L3?"""
+    caches = pd.DataFrame({"level": [1, 2, 3], "bytes": [32768, 1048576, 33554432], "count": [2, 2, 1]})
+    rows = pd.DataFrame([
+        {"label": "1 rank", "ranks": 1, "grid": "1x1", "n": 512},
+        {"label": "2 ranks", "ranks": 2, "grid": "2x1", "n": 2048}])
+    t = scaling.subdomains(rows, caches).set_index("label")
+    assert t.loc["1 rank", "rank_residency"] == "L3"
+    assert t.loc["2 ranks", "rank_bytes"] == 2 * (1024 + 2) * (2048 + 2) * 8
+    assert t.loc["2 ranks", "node_bytes"] == 2 * t.loc["2 ranks", "rank_bytes"]
+    assert t.loc["2 ranks", "rank_residency"] == "partly cached"
+    assert 0 < t.loc["2 ranks", "cacheable_share"] < 1
