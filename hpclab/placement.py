@@ -57,6 +57,54 @@ PITFALL_CASES = [
 ]
 
 
+# The pitfall's loss has two parts. Two ranks on one core take turns: one core does the work of
+# two (at most half the bandwidth is left). And each rank that finishes first waits in
+# MPI_Barrier, which Open MPI busy-polls: the waiting rank keeps the core until the scheduler
+# preempts it, while the other rank, which still has work, cannot run. mpi_yield_when_idle=1 makes
+# the polling rank call sched_yield, so the comparison below separates the two parts.
+_YIELD = {"mpi_yield_when_idle": "1"}
+YIELD_CASES = [
+    Case("pitfall, MPI yields when idle", {"binding": {"cpu_bind": "none"}, "omp": _BOUND_THREADS, "mca": _YIELD},
+         "the same shared core, but a rank waiting in MPI gives the core to the other one"),
+    Case("fix 1, MPI yields when idle", {"binding": {"cpu_bind": "cores"}, "omp": _BOUND_THREADS, "mca": _YIELD},
+         "disjoint cores; yielding should change nothing here"),
+]
+
+
+def pitfall_split(summary_table: pd.DataFrame, pitfall: str = PITFALL_CASES[0].label,
+                  fix: str = PITFALL_CASES[1].label, pitfall_yield: str = YIELD_CASES[0].label,
+                  fix_yield: str = YIELD_CASES[1].label) -> dict:
+    """Which part of the pitfall's loss is the shared core and which the busy-polling barrier?
+
+    summary_table: summary() of runs of the four cases (medians). Returns fractions of the
+    fix's median whole-job bandwidth: lost (pitfall vs fix), lost_sharing (pitfall with
+    yielding vs fix with yielding: one core doing two ranks' work), lost_polling (the rest,
+    lost - lost_sharing: the core spent spinning in MPI_Barrier), and polling_factor (how many
+    times slower the pitfall is than the same placement with yielding)."""
+    med = summary_table["job_mb_s_median"]
+    lost = 1 - med[pitfall] / med[fix]
+    sharing = 1 - med[pitfall_yield] / med[fix_yield]
+    return {"lost": float(lost), "lost_sharing": float(sharing), "lost_polling": float(lost - sharing),
+            "polling_factor": float(med[pitfall_yield] / med[pitfall])}
+
+
+def pitfall_fidelity(summary_table: pd.DataFrame) -> dict:
+    """The fidelity row "hybrid-pitfall": the seed's claim (default binding + several ranks +
+    binding OpenMP put every rank's threads on the same hardware threads, a massive load
+    imbalance; --cpu-bind=cores fixes it) against ours, from summary() of PITFALL_CASES[:2] and
+    YIELD_CASES runs. Returns seed, ours, reproduced, why, and pitfall_split()'s numbers."""
+    sp = pitfall_split(summary_table)
+    return {"seed": "ranks' OpenMP threads bound to the same hardware threads: 'massive load imbalance'; "
+                    "fix: --cpu-bind=cores (Placement 2018, quoted, no figure)",
+            "ours": (f"pitfall loses {sp['lost']:.0%} of the fix's bandwidth; with mpi_yield_when_idle=1 "
+                     f"it loses {sp['lost_sharing']:.0%} (the shared core), the other "
+                     f"{sp['lost_polling']:.0%} is busy-polling in MPI_Barrier"),
+            "reproduced": "yes" if sp["lost"] > 0.3 else "partly",
+            "why": "same mechanism (same mask, same binding decision); our size of the loss comes mostly "
+                   "from Open MPI spinning in the barrier while the other rank waits for the core",
+            **sp}
+
+
 def specs(cases: list[Case], size: int, reps: int = 20, repetitions: int = 3, experiment: str = "placement") -> list:
     """STREAM specs for the cases (each repeated `repetitions` times as separate jobs)."""
     from hpclab import spec
@@ -69,18 +117,38 @@ def specs(cases: list[Case], size: int, reps: int = 20, repetitions: int = 3, ex
     return out
 
 
+def threads_per_cpu(result: dict) -> dict[int, int]:
+    """{cpu: number of threads (of every rank) that the report saw on it}, from a kernel report's
+    placement (result.json). Counts each thread, not each rank: two threads of one rank on one
+    CPU count twice. A rank without thread lines counts as one thread on its own CPU."""
+    count: dict[int, int] = {}
+    for p in result["placement"]:
+        for t in p.get("threads") or [{"cpu": p["cpu"]}]:
+            count[t["cpu"]] = count.get(t["cpu"], 0) + 1
+    return dict(sorted(count.items()))
+
+
+def shared_cpu(result: dict) -> bool:
+    """Did two threads (of one rank or of two) report the same CPU? From result.json's placement.
+    Each thread reports the CPU it ran on when the report was taken; for unbound threads that is
+    a snapshot, so True means "shared at that moment"."""
+    return any(n > 1 for n in threads_per_cpu(result).values())
+
+
 def job_rates(runs, function: str = "Triad") -> pd.DataFrame:
     """One row per run: label, run_id, the whole job's best rate (MB/s, all ranks together, timed
-    until the slowest rank finished), and where each rank ran (CPU seen by the rank, allowed set)."""
+    until the slowest rank finished), where each rank's threads ran (cpus_used: rank -> sorted
+    CPUs; allowed: rank -> its mask), threads_per_cpu (cpu -> threads seen there) and shared_cpu
+    (two threads, of one rank or two, on one CPU: shared_cpu())."""
     rows = []
     for run in runs:
         result = run.result()
         rate = result["results"]["kernels"][function]["best_mb_s"]
         cpus = {p["rank"]: sorted({t["cpu"] for t in p.get("threads", [])} or {p["cpu"]}) for p in result["placement"]}
         allowed = {p["rank"]: p["allowed"] for p in result["placement"]}
-        used = [c for cs in cpus.values() for c in cs]
         rows.append({"label": run.spec.label, "run_id": run.run_id, "job_mb_s": rate,
-                     "cpus_used": cpus, "allowed": allowed, "shared_cpu": len(used) != len(set(used))})
+                     "cpus_used": cpus, "allowed": allowed, "threads_per_cpu": threads_per_cpu(result),
+                     "shared_cpu": shared_cpu(result)})
     return pd.DataFrame(rows)
 
 

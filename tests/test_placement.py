@@ -52,3 +52,37 @@ def test_numa_cases_need_two_numa_nodes():
     cases = placement.numa_cases(two)
     assert [c.fields["numactl"]["membind"] for c in cases] == ["0", "1"]
     assert placement.numa_cases(one) == []
+
+
+def _recorded(name: str) -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "data" / "runs" / name / "result.json").read_text())
+
+
+def test_shared_cpu_is_detected_per_thread_on_recorded_runs():
+    """Do recorded runs say shared_cpu exactly when two threads (of any ranks) reported one CPU?
+
+    stream-srun-none-omp-unset: srun --cpu-bind=none with OMP_NUM_THREADS unset, 2 ranks x 2
+    threads on 2 CPUs; stream-1rank-2threads: one rank's two threads bound to cores 0 and 1."""
+    unset = _recorded("stream-srun-none-omp-unset")
+    assert unset["config"]["threads"] == 2 and len(unset["placement"]) == 2
+    assert sum(placement.threads_per_cpu(unset).values()) == 4
+    assert placement.shared_cpu(unset)            # 4 threads on 2 CPUs: pigeonhole
+    assert placement.threads_per_cpu(_recorded("stream-1rank-2threads")) == {0: 1, 1: 1}
+    assert not placement.shared_cpu(_recorded("stream-1rank-2threads"))
+    assert not placement.shared_cpu(_recorded("stream-srun-cores"))
+    assert placement.shared_cpu(_recorded("stream-bind-none"))  # both ranks reported CPU 0
+
+
+def test_two_threads_of_one_rank_on_one_cpu_count_as_shared():
+    """Rank 0's two threads on CPU 0, rank 1's on CPU 1: shared, although the ranks' CPU sets
+    differ (the old per-rank check de-duplicated the threads and said False)."""
+    doc = _recorded("stream-srun-none-omp-unset")
+    doc["placement"][0]["threads"] = [{"thread": 0, "cpu": 0, "allowed": [0, 1]},
+                                      {"thread": 1, "cpu": 0, "allowed": [0, 1]}]
+    doc["placement"][1]["threads"] = [{"thread": 0, "cpu": 1, "allowed": [0, 1]},
+                                      {"thread": 1, "cpu": 1, "allowed": [0, 1]}]
+    assert placement.threads_per_cpu(doc) == {0: 2, 1: 2}
+    assert placement.shared_cpu(doc)

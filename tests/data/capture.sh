@@ -91,6 +91,10 @@ if [ -x "$bin/stream" ]; then
     if command -v sinfo > /dev/null && sinfo -h > /dev/null 2>&1; then
         run_folder stream-srun-cores srun -n2 --mpi=pmix --cpu-bind=verbose,cores \
             "$bin/stream" --size 2000000 --reps 5 --json @JSON@
+        # OMP_NUM_THREADS unset, ranks unbound: each rank starts one thread per CPU of its mask
+        # (4 threads on 2 CPUs); the per-thread shared-CPU detection is tested on this run
+        run_folder stream-srun-none-omp-unset env -u OMP_NUM_THREADS srun -n2 --mpi=pmix \
+            --cpu-bind=verbose,none "$bin/stream" --size 200000 --reps 5 --json @JSON@
     fi
 else
     note "skip stream (build/bin/stream missing: make -C src)"
