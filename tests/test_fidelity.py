@@ -73,3 +73,30 @@ def test_collect_lists_every_claim_and_marks_unrecorded_ones(tmp_path, monkeypat
     data = json.loads(out.read_text())
     assert {tuple(sorted(d)) for d in data} == {("claim", "here", "id", "reproduced", "runs", "seed", "why")}
     assert "<table>" in fidelity.html_table(rows)
+
+
+def test_hotspots_row_from_a_captured_callgrind_profile():
+    """Does the captured callgrind profile of the solver give 'yes', naming the leading loop?"""
+    from hpclab import hotspots
+
+    data = Path(__file__).parent / "data" / "hotspots"
+    functions = hotspots.merge_self_inclusive(
+        hotspots.parse_callgrind_annotate((data / "callgrind-annotate-self.txt").read_text()),
+        hotspots.parse_callgrind_annotate((data / "callgrind-annotate-inclusive.txt").read_text()))
+    profile = hotspots.Profile("callgrind", "instructions", Path("runs/06/cg-1"), [], functions, {})
+    row = fidelity.hotspots(profile)
+    shares = profile.phases().set_index("phase")["share"]
+    assert row.reproduced == "yes"  # residuum leads, MPI library 5 %
+    assert shares.idxmax() in row.here and row.runs == ["cg-1"]
+
+
+def test_mapping_messages_needs_exact_counts_and_fewer_with_blocks():
+    """Exact traced counts, fewer with the blocked mapping: 'yes'; a count off by one: 'partly'."""
+    counts = pd.DataFrame({
+        "mapping": ["linear", "blocked"], "run": ["r1", "r2"], "ranks where mapped": [True, True],
+        "inter-node messages, predicted": [1608, 804], "inter-node messages, traced": [1608, 804]})
+    row = fidelity.mapping_messages(counts)
+    assert row.reproduced == "yes" and "2.0x" in row.here and row.runs == ["r1", "r2"]
+    off = counts.assign(**{"inter-node messages, traced": [1608, 805]})
+    assert fidelity.mapping_messages(off).reproduced == "partly"
+    assert fidelity.mapping_messages(pd.DataFrame()).reproduced == "not shown"
