@@ -37,6 +37,8 @@ def timeline_figure(trace: Trace, window: tuple[int, int] | None = None, *,
                     max_messages: int = 2000, colors: dict | None = None):
     """Draw the timeline; window = (t0, t1) ns or iteration = (region name, n). Returns a Figure.
 
+    The x axis is time since the run's first event (in s, ms, us or ns, whichever suits the end
+    of the window), so a window's position in the run reads directly off the axis.
     colors: optional call name -> colour, so two figures (real, ideal) use the same colours."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
@@ -47,7 +49,9 @@ def timeline_figure(trace: Trace, window: tuple[int, int] | None = None, *,
     t0, t1 = window if window is not None else (t_all0, t_all1)
     if t1 <= t0:
         raise HpclabError(f"empty time window ({t0}, {t1}) ns", "give t0 < t1")
-    scale, unit = _unit(t1 - t0)
+    # x is time since the run's first event, in the unit that suits how far the window reaches
+    start = t_all0
+    scale, unit = _unit(max(t1 - start, 1))
     rank = ev["rank"].to_numpy()
     te = ev["t_enter"].to_numpy()
     tx = ev["t_exit"].to_numpy()
@@ -60,13 +64,13 @@ def timeline_figure(trace: Trace, window: tuple[int, int] | None = None, *,
     prev_exit = np.r_[0, tx[:-1]]
     # compute bursts: the gap before each event on the same rank
     g = same & (te > prev_exit) & (te > t0) & (prev_exit < t1)
-    _bars(ax, rank[g], np.maximum(prev_exit[g], t0), np.minimum(te[g], t1), t0, scale, h, COMPUTE_COLOR)
+    _bars(ax, rank[g], np.maximum(prev_exit[g], t0), np.minimum(te[g], t1), start, scale, h, COMPUTE_COLOR)
     mpi = np.char.startswith(call.astype(str), "MPI_") & (tx >= t0) & (te <= t1)
     names = sorted(set(call[mpi].tolist()))
     palette = _palette(names, colors)
     for name in names:
         s = mpi & (call == name)
-        _bars(ax, rank[s], np.maximum(te[s], t0), np.minimum(tx[s], t1), t0, scale, h, palette[name])
+        _bars(ax, rank[s], np.maximum(te[s], t0), np.minimum(tx[s], t1), start, scale, h, palette[name])
     msgs = match(trace).messages
     if len(msgs):
         si, ri = msgs["send_idx"].to_numpy(), msgs["recv_idx"].to_numpy()
@@ -74,12 +78,13 @@ def timeline_figure(trace: Trace, window: tuple[int, int] | None = None, *,
         vis = (b >= t0) & (a <= t1)
         if 0 < vis.sum() <= max_messages:
             from matplotlib.collections import LineCollection
-            seg = np.stack([np.c_[(a[vis] - t0) * scale, rank[si][vis]],
-                            np.c_[(b[vis] - t0) * scale, rank[ri][vis]]], axis=1)
+            seg = np.stack([np.c_[(a[vis] - start) * scale, rank[si][vis]],
+                            np.c_[(b[vis] - start) * scale, rank[ri][vis]]], axis=1)
             ax.add_collection(LineCollection(seg, colors="black", linewidths=0.6, alpha=0.7))
-    ax.set_xlim(0, (t1 - t0) * scale)
+    ax.set_xlim((t0 - start) * scale, (t1 - start) * scale)
+    ax.ticklabel_format(axis="x", useOffset=False, style="plain")  # no "+1.5e2" offset text
     ax.set_ylim(p - 0.5, -0.5)
-    ax.set_xlabel(f"time since {t0 * 1e-9:.6f} s ({unit})")
+    ax.set_xlabel(f"time since the start of the run [{unit}]")
     ax.set_ylabel("rank")
     if p <= 32:
         ax.set_yticks(range(p))

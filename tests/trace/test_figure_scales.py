@@ -1,0 +1,49 @@
+"""Figures of a trace read correctly: the message matrix keeps the diagonal off its colour scale,
+the timeline's axis is time since the run started."""
+
+import numpy as np
+import pytest
+
+from hpclab.trace.mapping import linear_mapping
+from hpclab.trace.matrix import MessageMatrix, aggregate, heatmap_figure, message_matrix
+from hpclab.trace.poisson import poisson_trace
+from hpclab.trace.timeline import timeline_figure
+
+
+@pytest.fixture(scope="module")
+def halo():
+    nodes = linear_mapping(4, 4, 4)
+    return poisson_trace(4, 4, n=40, iterations=3, ns_per_point=2.0, nodes=nodes, exchange="nonblocking")
+
+
+def test_node_heatmap_scale_spans_the_inter_node_cells_only(halo):
+    """Aggregated to nodes, where intra-node traffic dwarfs the rest: does the colour scale run
+    from the smallest to the largest inter-node cell, with every diagonal value written instead?"""
+    agg = aggregate(message_matrix(halo), halo.hosts)
+    assert np.diag(agg.count).min() > agg.count[~np.eye(4, dtype=bool)].max()  # the saturating case
+    a = agg.count.copy()
+    a[0, 1], a[2, 3] = 5, 50  # inter-node cells of different sizes
+    mm = MessageMatrix(agg.labels, agg.volume, a, agg.time)
+    fig = heatmap_figure(mm, "count")
+    im = fig.axes[0].images[0]
+    off = a[~np.eye(4, dtype=bool)]
+    assert (im.norm.vmin, im.norm.vmax) == pytest.approx((off[off > 0].min(), off.max()))
+    written = {t.get_text() for t in fig.axes[0].texts}
+    assert {f"{v:.3g}" for v in np.diag(a)} <= written
+
+
+def test_timeline_axis_is_time_since_the_run_started(halo):
+    """For a window late in the run: does the x axis start at the window's distance from the run's
+    first event, in a unit the label names, with no offset text?"""
+    ev = halo.events
+    start, end = int(ev["t_enter"].min()), int(ev["t_exit"].max())
+    t0, t1 = start + (end - start) // 2, end
+    fig = timeline_figure(halo, (t0, t1))
+    ax = fig.axes[0]
+    label = ax.get_xlabel()
+    assert label.startswith("time since the start of the run [")
+    unit = label[label.index("[") + 1:-1]
+    scale = {"s": 1e-9, "ms": 1e-6, "us": 1e-3, "ns": 1.0}[unit]
+    lo, hi = ax.get_xlim()
+    assert lo == pytest.approx((t0 - start) * scale) and hi == pytest.approx((t1 - start) * scale)
+    assert ax.xaxis.get_major_formatter().get_useOffset() is False
