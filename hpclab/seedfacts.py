@@ -52,7 +52,7 @@ CONFIGURE_SUMMARY_2019 = {
 
 # Imbalance diagram of the 2D Poisson solver, 3600 x 3600 grid, 384 ranks on 16 nodes of
 # 2 x 12-core Ivy Bridge (E5-2697 v2), Mellanox QDR InfiniBand, Intel MPI 5.0.
-# Seconds, accumulated as the tool shows them.
+# Seconds summed over the 384 ranks (100 iterations), as the tool shows them.
 _IMBALANCE_2014 = {
     "2D 24x16": {"compute": 4.464806, "interconnect": 3.88589, "load imbalance": 0.121536, "dependency": 0.593085},
     "1D 384x1": {"compute": 4.88214, "interconnect": 4.05001, "load imbalance": 0.564641, "dependency": 0.226214},
@@ -61,9 +61,28 @@ _IMBALANCE_2014 = {
 
 
 def imbalance_2014() -> pd.DataFrame:
-    """The talk's refined imbalance diagram: one row per process grid, seconds per component."""
+    """The talk's refined imbalance diagram: one row per process grid, seconds per component,
+    summed over the 384 ranks (see imbalance_2014_per_rank_iteration for the per-rank time)."""
     df = pd.DataFrame(_IMBALANCE_2014).T
     df.index.name = "process grid"
+    df["source"] = ITAC_2014
+    return df
+
+
+# How the diagram's seconds add up. ITAC's profile "provides accumulated timings" (summed over all
+# processes) and the training divides by p for per-rank times (T_comp[p] = T_comp,acc[p] / p; the
+# wait time "= Imbalance / p"). Read that way, the 2D run's four parts, 9.065 s, are 23.6 ms per
+# rank for 100 iterations, 0.236 ms per iteration, and the seed's event timeline of one 2D
+# iteration spans 0.243 ms (0.045289 to 0.045532 s). Read as per-rank seconds they would give 90.6
+# ms per iteration, 370 times that timeline, and 1.3 us of compute per grid point on a 2.7 GHz core.
+ITERATION_2D_TIMELINE_MS_2014 = 0.243
+
+
+def imbalance_2014_per_rank_iteration() -> pd.DataFrame:
+    """The same diagram in ms per rank and iteration: seconds summed over 384 ranks, divided by
+    the ranks and the 100 iterations (POISSON_2014), so it shares a unit with our simulation."""
+    df = imbalance_2014().drop(columns="source")
+    df = df * 1e3 / (POISSON_2014["ranks"] * POISSON_2014["iterations"])
     df["source"] = ITAC_2014
     return df
 
