@@ -18,8 +18,11 @@ Nothing is overwritten. (`slurm=False` runs the same command directly, for tests
 cluster.)
 
 The second half is the memory roofline arithmetic: bytes one lattice update must move
-(`traffic_model`), the best rate that bandwidth allows, and the cache sizes of the node a run
-used (`cache_sizes`).
+(`traffic_model`), the bandwidth of the STREAM kernel whose real traffic (write-allocate counted)
+has the same read:write mix (`memory_roof`), the best rate that bandwidth allows (`roofline`),
+the cache sizes of the node a run used (`cache_sizes`) and the one size rule for "from memory":
+a working set of at least 4x the last-level cache (`stream_elements`, `memory_resident_n`,
+`residency`).
 """
 
 from __future__ import annotations
@@ -832,8 +835,9 @@ def roofline_fidelity(rates: pd.DataFrame, stream_results: list[dict], caches: p
     """The fidelity row "roofline": the seed's claim (the solver is bound by STREAM bandwidth,
     about 80 GB/s on its node) against ours: the largest memory-resident grid's share of the roof
     (separate residuum), with the roof's bandwidth both as STREAM reports it and as moved.
-    Returns seed, ours (text), share, reported_share (the old, write-allocate-blind figure),
-    reproduced ("yes"/"partly"/"no") and why."""
+    Returns seed, here (text), share, reported_share (the old, write-allocate-blind figure),
+    reproduced ("yes"/"partly"/"no") and why: here, reproduced and why are the arguments of
+    hpclab.fidelity.make_row("roofline", ...)."""
     t = roof_table(rates, stream_results, caches).reset_index()
     mem = t[(t["residency"] == "memory") & (t["variant"] == "separate")]
     if mem.empty:
@@ -844,7 +848,7 @@ def roofline_fidelity(rates: pd.DataFrame, stream_results: list[dict], caches: p
     roof = memory_roof(stream_results)
     reported = row["median"] / (roof["reported_mb_s"] * 1e6 / bytes_per_update())
     return {"seed": f"solver memory-bound; STREAM ~{SEED_STREAM_GB_S:.0f} GB/s on a 2-socket Ivy Bridge (quoted)",
-            "ours": (f"n={int(row['n'])}: {row['median'] / 1e6:.0f} M updates/s = {row['share']:.0%} of "
+            "here": (f"n={int(row['n'])}: {row['median'] / 1e6:.0f} M updates/s = {row['share']:.0%} of "
                      f"{roof['moved_mb_s'] / 1e3:.1f} GB/s moved by {roof['kernel']} "
                      f"({reported:.0%} if divided by STREAM's reported rate)"),
             "share": float(row["share"]), "reported_share": float(reported),

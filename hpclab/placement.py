@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from hpclab.errors import HpclabError
+
 
 @dataclass(frozen=True)
 class Case:
@@ -92,11 +94,12 @@ def pitfall_fidelity(summary_table: pd.DataFrame) -> dict:
     """The fidelity row "hybrid-pitfall": the seed's claim (default binding + several ranks +
     binding OpenMP put every rank's threads on the same hardware threads, a massive load
     imbalance; --cpu-bind=cores fixes it) against ours, from summary() of PITFALL_CASES[:2] and
-    YIELD_CASES runs. Returns seed, ours, reproduced, why, and pitfall_split()'s numbers."""
+    YIELD_CASES runs. Returns seed, here, reproduced, why (the arguments of
+    hpclab.fidelity.make_row("hybrid-pitfall", ...)), and pitfall_split()'s numbers."""
     sp = pitfall_split(summary_table)
     return {"seed": "ranks' OpenMP threads bound to the same hardware threads: 'massive load imbalance'; "
                     "fix: --cpu-bind=cores (Placement 2018, quoted, no figure)",
-            "ours": (f"pitfall loses {sp['lost']:.0%} of the fix's bandwidth; with mpi_yield_when_idle=1 "
+            "here": (f"pitfall loses {sp['lost']:.0%} of the fix's bandwidth; with mpi_yield_when_idle=1 "
                      f"it loses {sp['lost_sharing']:.0%} (the shared core), the other "
                      f"{sp['lost_polling']:.0%} is busy-polling in MPI_Barrier"),
             "reproduced": "yes" if sp["lost"] > 0.3 else "partly",
@@ -160,6 +163,35 @@ def summary(rates: pd.DataFrame) -> pd.DataFrame:
         job_mb_s_max=("job_mb_s", "max"), shared_cpu=("shared_cpu", "any"),
         cpus_used=("cpus_used", lambda s: s.iloc[0]))
     return agg
+
+
+def compare_cases(rates: pd.DataFrame, a: str, b: str) -> dict:
+    """Does case a really beat case b, or is the difference inside the run-to-run spread?
+
+    rates: job_rates() rows of both cases. Returns runs_a, runs_b, median_a, median_b [MB/s],
+    ratio (median_a / median_b), overlap (True when a's min..max range overlaps b's: repetitions
+    on a shared machine do not separate them), shared_runs_a/b (runs in which two threads
+    reported one CPU: a placement the case allows but does not ask for) and verdict (text)."""
+    out = {}
+    for key, label in (("a", a), ("b", b)):
+        r = rates[rates["label"] == label]
+        if r.empty:
+            raise HpclabError(f"no runs of case {label!r}", f"cases present: {sorted(set(rates['label']))}")
+        out[f"runs_{key}"] = len(r)
+        out[f"median_{key}"] = float(r["job_mb_s"].median())
+        out[f"range_{key}"] = (float(r["job_mb_s"].min()), float(r["job_mb_s"].max()))
+        out[f"shared_runs_{key}"] = int(r["shared_cpu"].sum())
+    out["ratio"] = out["median_a"] / out["median_b"]
+    (lo_a, hi_a), (lo_b, hi_b) = out["range_a"], out["range_b"]
+    out["overlap"] = lo_a <= hi_b and lo_b <= hi_a
+    if out["overlap"]:
+        out["verdict"] = (f"no winner: the medians differ by {abs(out['ratio'] - 1):.1%}, inside the spread of the runs")
+    else:
+        out["verdict"] = f"{a if out['ratio'] > 1 else b} is faster in every run"
+    fewest = min(out["runs_a"], out["runs_b"])
+    if fewest < 5:
+        out["verdict"] += f" (but only {fewest} run(s) of one case: too few to call on a shared machine)"
+    return out
 
 
 def lost_fraction(summary_table: pd.DataFrame, bad: str, good: str) -> float:

@@ -86,3 +86,29 @@ def test_two_threads_of_one_rank_on_one_cpu_count_as_shared():
                                       {"thread": 1, "cpu": 1, "allowed": [0, 1]}]
     assert placement.threads_per_cpu(doc) == {0: 2, 1: 2}
     assert placement.shared_cpu(doc)
+
+
+def test_compare_cases_sees_overlapping_spreads_and_stacked_runs():
+    """Is a 1 % difference of medians with overlapping ranges called no winner, a separated pair
+    called by name, and a run that put both ranks on one CPU counted?"""
+    rates = pd.DataFrame([
+        {"label": "none", "run_id": "a", "job_mb_s": 190.0, "shared_cpu": False},
+        {"label": "none", "run_id": "b", "job_mb_s": 192.0, "shared_cpu": False},
+        {"label": "none", "run_id": "c", "job_mb_s": 1.0, "shared_cpu": True},
+        {"label": "cores", "run_id": "d", "job_mb_s": 191.0, "shared_cpu": False},
+        {"label": "cores", "run_id": "e", "job_mb_s": 193.0, "shared_cpu": False},
+    ])
+    c = placement.compare_cases(rates, "none", "cores")
+    assert c["median_a"] == 190.0 and c["median_b"] == 192.0
+    assert c["overlap"] and c["verdict"].startswith("no winner")
+    assert c["shared_runs_a"] == 1 and c["shared_runs_b"] == 0
+    far = rates.assign(job_mb_s=[1.0, 2.0, 3.0, 100.0, 101.0])
+    assert placement.compare_cases(far, "none", "cores")["verdict"].startswith("cores is faster in every run (but only 2")
+
+
+def test_pitfall_split_adds_up():
+    """Do the shared-core part and the polling part add up to the pitfall's whole loss?"""
+    s = pd.DataFrame({"job_mb_s_median": {"p": 1.0, "f": 100.0, "py": 45.0, "fy": 100.0}})
+    sp = placement.pitfall_split(s, "p", "f", "py", "fy")
+    assert sp["lost"] == pytest.approx(0.99) and sp["lost_sharing"] == pytest.approx(0.55)
+    assert sp["lost_polling"] == pytest.approx(0.44) and sp["polling_factor"] == pytest.approx(45.0)
