@@ -94,6 +94,59 @@ def configurations(slots: int) -> list[Config]:
             Config("2x2", "nonblocking", over)]
 
 
+def dependency_configurations(slots: int, grid: str = "4x1") -> list[Config]:
+    """The seed's non-blocking lesson: the naive exchange (every rank sends up first, the 2014
+    code's order) against the non-blocking one, on `grid` (default the 4-rank chain 4x1, where the
+    naive order makes each rank wait for the whole chain). Oversubscribed when the job has fewer
+    CPUs than ranks. Use with rendezvous_n, so the halo messages are above the eager limit."""
+    if slots < 2:
+        raise HpclabError(f"the cluster offers {slots} CPU(s) per job; tracing a halo exchange needs 2",
+                          "start the cluster on a machine with at least 2 cores")
+    over = slots < Config(grid, "naive").ntasks
+    return [Config(grid, "naive", over), Config(grid, "nonblocking", over)]
+
+
+def halo_bytes(grid: str, n: int) -> int:
+    """The smallest halo message (bytes) of an n x n Poisson run on grid 'PxQ': a rank sends
+    its row of n/Q doubles along x (if P > 1) and its column of n/P doubles along y (if Q > 1),
+    the shortest pieces of the uneven split (floor) counting. 0 on a 1x1 grid (no messages)."""
+    p, q = (int(x) for x in grid.split("x"))
+    sizes = ([8 * (n // q)] if p > 1 else []) + ([8 * (n // p)] if q > 1 else [])
+    return min(sizes) if sizes else 0
+
+
+def rendezvous_n(grid: str, eager: int, factor: float = 2.0, multiple: int = 64) -> int:
+    """The smallest n (a multiple of `multiple`) whose halo messages on grid 'PxQ' are all at
+    least `factor` x `eager` bytes (see halo_bytes), so every blocking send of the exchange waits
+    for its receive (rendezvous) and the naive exchange's chain is real. eager: the eager limit
+    in bytes (eager_limit()). A factor of 2 keeps clear of the limit's header slack: measured
+    here, vader sends a 4096-byte payload by rendezvous already (docs/kernel-contract.md)."""
+    p, q = (int(x) for x in grid.split("x"))
+    if p * q < 2:
+        raise HpclabError(f"grid {grid} has one rank and sends no halo messages", "use a grid of 2 or more ranks")
+    if eager < 0 or factor <= 0 or multiple < 1:
+        raise HpclabError(f"eager = {eager}, factor = {factor}, multiple = {multiple}: need eager >= 0, factor > 0, "
+                          "multiple >= 1")
+    n = multiple
+    while halo_bytes(grid, n) < factor * eager:
+        n += multiple
+    return n
+
+
+def dependency_table(analysed: list[Analysed], iterations: int | None = None) -> pd.DataFrame:
+    """T_depend (and the rest of the split) per exchange style: split_table of the runs with a
+    column `exchange` (from the label) and, per row, T_depend divided by the median T_depend of
+    the non-blocking runs (`depend_vs_nonblocking`; NaN without non-blocking runs or when their
+    median is 0). The ratio is what the seed's lesson claims: the naive chain makes ranks wait
+    for each other, Isend/Irecv does not."""
+    tab = split_table(analysed, iterations)
+    tab.insert(1, "exchange", [str(lbl).split()[-1] for lbl in tab["label"]])
+    base = tab.loc[tab["exchange"] == "nonblocking", "T_depend"]
+    ref = float(base.median()) if len(base) else float("nan")
+    tab["depend_vs_nonblocking"] = tab["T_depend"] / ref if ref and ref == ref else float("nan")
+    return tab
+
+
 def poisson_specs(configs: list[Config], *, n: int, iters: int, repetitions: int,
                   cores_per_node: int | None = None, experiment: str = EXPERIMENT) -> list:
     """Traced Poisson specs, one per configuration (each repeated `repetitions` times as jobs).
@@ -307,11 +360,29 @@ SEED_CASES = (
 )
 
 
+def rates_per_case(rates: dict, cases=SEED_CASES) -> dict[str, dict[str, float]]:
+    """{case label: {phase: ns per point}} from either one set of rates for every case
+    ({phase: ns}, e.g. measured_rates) or rates per case (subdomain_rates). Raises HpclabError
+    naming the cases that have no rates."""
+    from hpclab.trace.poisson import PHASES
+    if set(rates) == set(PHASES):
+        return {c[0]: dict(rates) for c in cases}
+    missing = [c[0] for c in cases if c[0] not in rates]
+    if missing:
+        raise HpclabError(f"no compute rates for case(s) {', '.join(map(repr, missing))}",
+                          f"pass {{phase: ns}} for all cases ({', '.join(PHASES)}) or subdomain_rates() of a "
+                          "measure_subdomains() table made for these cases")
+    return {c[0]: dict(rates[c[0]]) for c in cases}
+
+
 def seed_scale(rates: dict, model, *, iterations: int, cases=SEED_CASES, n: int | None = None,
                cores: int | None = None, exchanges_per_iteration: int = 2) -> dict[str, Simulated]:
     """Generate and split the talk's cases (label, P, Q, exchange, mapping) with compute rates
     measured here: each trace is built on `model` (the 'real' run), replayed on the ideal network,
-    and split. n and cores default to the talk's (3600 points per side, 24 cores per node);
+    and split. rates: {phase: ns per point} for every case, or {case label: {phase: ns}} with each
+    case's own rates, as subdomain_rates(measure_subdomains(...)) gives them (a 1x384 strip of
+    short rows computes at another rate than a 24x16 tile; the single-rank runs measure both).
+    n and cores default to the talk's (3600 points per side, 24 cores per node);
     mapping 'linear' fills nodes in rank order, 'blocked' puts a tile of the grid on each node.
     Two exchanges per iteration, as this course's solver does (the talk's code did three)."""
     from hpclab.trace.mapping import blocked_mapping, linear_mapping
@@ -320,15 +391,184 @@ def seed_scale(rates: dict, model, *, iterations: int, cases=SEED_CASES, n: int 
     from hpclab.trace.split import split
     n = n or SEED_SCALE["n"]
     k = cores or SEED_SCALE["cores"]
+    per_case = rates_per_case(rates, cases)
     out = {}
     for label, px, py, exch, how in cases:
         if how not in ("linear", "blocked"):
             raise HpclabError(f"mapping {how!r} for {label!r}: use 'linear' or 'blocked'")
         nodes = linear_mapping(px, py, k) if how == "linear" else blocked_mapping(px, py, k)
-        tr = poisson_trace(px, py, n=n, iterations=iterations, ns_per_point=rates, nodes=nodes,
+        tr = poisson_trace(px, py, n=n, iterations=iterations, ns_per_point=per_case[label], nodes=nodes,
                            exchange=exch, exchanges_per_iteration=exchanges_per_iteration, model=model)
         ideal = replay(tr, ideal_model(model.eager_limit))
         out[label] = Simulated(label, tr, ideal, split(tr, ideal), nodes, iterations)
+    return out
+
+
+# --- compute rates of each decomposition's subdomain, measured on one rank -----------------------
+
+SUBDOMAIN_EXPERIMENT = "05-subdomains"
+# seed 001's cluster: Xeon E5-2697 v2 (Ivy Bridge), 256 KiB of L2 per core.
+SEED_L2_BYTES = 256 * 1024
+# The kernel's two arrays per grid point (u and h^2 f, doubles): the working set of a sweep.
+BYTES_PER_POINT = 16
+# Lattice updates per single-rank run: about a second of compute (a few ns per point and sweep).
+UPDATES_PER_RUN = 2e8
+
+
+def l2_bytes(cpu: int = 0) -> int:
+    """This machine's level-2 cache per core in bytes, from /sys/devices/system/cpu/cpuN/cache.
+    Raises HpclabError when Linux does not report it."""
+    from pathlib import Path
+    base = Path(f"/sys/devices/system/cpu/cpu{cpu}/cache")
+    for idx in sorted(base.glob("index*")):
+        try:
+            level = int((idx / "level").read_text())
+            kind = (idx / "type").read_text().strip()
+            size = (idx / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if level == 2 and kind in ("Unified", "Data"):
+            mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(size[-1:].upper(), 1)
+            return int(size.rstrip("KkMmGg")) * mult
+    raise HpclabError(f"Linux reports no level-2 cache under {base}",
+                      "pass scale= to subdomain_shapes (1.0 keeps the seed's local sizes as they are)")
+
+
+def cache_scale() -> float:
+    """How many times more points a subdomain needs here to stand to this machine's L2 cache as the
+    seed's stood to Ivy Bridge's: l2_bytes() / 256 KiB (4.0 for a 1 MiB L2)."""
+    return l2_bytes() / SEED_L2_BYTES
+
+
+def subdomain_shapes(cases=SEED_CASES, *, n: int | None = None, scale: float | None = None,
+                     keep: str = "row_length") -> pd.DataFrame:
+    """The local grid of each case's ranks, as the seed had it and scaled to this machine.
+
+    For each case (label, P, Q, ...) of an n x n grid (default the seed's 3600) take the most
+    common local shape of the block split: nx = n/P rows of ny = n/Q points, rows contiguous in
+    memory (1x384 gives 3600 x 9, 24x16 gives 150 x 225, 384x1 gives 9 x 3600). Then multiply
+    its points by `scale`, default cache_scale(): the seed's 33,750 points x 16 bytes (our two
+    arrays) = 540 kB were about twice Ivy Bridge's 256 KiB L2 and well inside a core's 2.5 MB
+    share of L3; with this machine's L2 the same ratio needs l2 / 256 KiB times the points (4x for
+    1 MiB: about 2.2 MB). Unscaled, the seed's sizes would sit inside a 1 MiB L2, a memory regime
+    the seed did not measure.
+
+    keep="row_length" (default) scales the number of rows and keeps each row's length: the
+    strip of 1x384 keeps its 9-point rows (the "short vector length 3600/384 < 10" the seed
+    blames for its slow compute) and 24x16 its 225-point rows. keep="aspect" scales both sides
+    by sqrt(scale), keeping the aspect ratio instead: the strip's rows double to 18 points at
+    scale 4, and on this machine that already removes most of the penalty (measured: a 7200 x 18
+    strip computes about as fast as a 300 x 450 tile, a 3600 x 9 one almost 3x slower than 150 x
+    225). The penalty is one of row length, so the default keeps it.
+
+    Returns one row per case: case, grid ('PxQ'), seed_x, seed_y (the seed's local shape),
+    ranks (how many of the case's ranks have it), local_x, local_y (the scaled shape one rank
+    runs with --shape), points, working_set_bytes (with the halo), scale, keep."""
+    from collections import Counter
+    from hpclab.trace.poisson import SEED_SCALE, split_sizes
+    n = n or SEED_SCALE["n"]
+    scale = cache_scale() if scale is None else float(scale)
+    if not scale > 0:
+        raise HpclabError(f"scale = {scale}: the factor on the number of points must be positive")
+    if keep not in ("row_length", "aspect"):
+        raise HpclabError(f"keep = {keep!r}: use 'row_length' (scale the rows' count) or 'aspect' (both sides)")
+    rows = []
+    for label, px, py, *_ in cases:
+        if px < 1 or py < 1 or px > n or py > n:
+            raise HpclabError(f"case {label!r}: a {px}x{py} process grid does not fit {n} x {n} points")
+        shapes = Counter((a, b) for a in split_sizes(n, px) for b in split_sizes(n, py))
+        (sx, sy), count = max(shapes.items(), key=lambda kv: (kv[1], kv[0]))
+        if keep == "aspect":
+            lx, ly = max(1, round(sx * math.sqrt(scale))), max(1, round(sy * math.sqrt(scale)))
+        else:
+            lx, ly = max(1, round(sx * scale)), sy
+        rows.append({"case": label, "grid": f"{px}x{py}", "seed_x": sx, "seed_y": sy, "ranks": count,
+                     "local_x": lx, "local_y": ly, "points": lx * ly,
+                     "working_set_bytes": BYTES_PER_POINT * (lx + 2) * (ly + 2), "scale": scale, "keep": keep})
+    return pd.DataFrame(rows)
+
+
+def subdomain_specs(shapes: pd.DataFrame, *, iters: int | None = None, repetitions: int = 3,
+                    experiment: str = SUBDOMAIN_EXPERIMENT) -> list:
+    """Single-rank Poisson specs, one per distinct local shape of subdomain_shapes (cases with
+    the same shape share it), each run `repetitions` times. iters: sweeps per run (default:
+    about UPDATES_PER_RUN lattice updates, i.e. a second or so of compute). Labels are
+    'subdomain LXxLY'."""
+    from hpclab import spec
+    if shapes.empty:
+        raise HpclabError("no subdomain shapes to measure", "pass subdomain_shapes(...) of at least one case")
+    out = []
+    for (lx, ly), _ in shapes.groupby(["local_x", "local_y"], sort=False):
+        k = iters or max(10, round(UPDATES_PER_RUN / (lx * ly)))
+        out.append(spec.make_spec(kernel="poisson", ntasks=1, label=f"subdomain {lx}x{ly}",
+                                  args={"shape": f"{lx}x{ly}", "grid": "1x1", "iters": k},
+                                  repetitions=repetitions, experiment=experiment))
+    return out
+
+
+def subdomain_table(runs, shapes: pd.DataFrame) -> pd.DataFrame:
+    """Tidy rows, one per (case, single-rank run): case, grid, seed_x, seed_y, local_x, local_y,
+    points, run (the run id: provenance), repetition, iterations, the compute rate of each phase
+    (red, black, copy, residuum: ns per grid point per iteration, hpclab.trace.poisson.
+    rates_from_poisson) and their sum `ns_per_point`. runs: completed runs of subdomain_specs."""
+    from hpclab.trace.poisson import PHASES, rates_from_poisson
+    by_shape: dict[tuple[int, int], list] = {}
+    for r in runs:
+        res = r.result()["results"]
+        shape = tuple(res.get("shape") or (res["n"], res["n"]))
+        rate = rates_from_poisson(res)
+        by_shape.setdefault(shape, []).append(
+            {"run": r.run_id, "repetition": int(r.folder.status().get("repetition", 1)),
+             "iterations": res["iterations"], **rate, "ns_per_point": sum(rate[ph] for ph in PHASES)})
+    rows = []
+    for _, c in shapes.iterrows():
+        got = by_shape.get((int(c["local_x"]), int(c["local_y"])))
+        if not got:
+            raise HpclabError(f"no single-rank run of the {c['local_x']}x{c['local_y']} subdomain of {c['case']!r}",
+                              "run subdomain_specs(shapes) and pass their runs")
+        base = {k: c[k] for k in ("case", "grid", "seed_x", "seed_y", "local_x", "local_y", "points")}
+        rows += [{**base, **g} for g in got]
+    return pd.DataFrame(rows)
+
+
+def measure_subdomains(cases=SEED_CASES, *, n: int | None = None, scale: float | None = None,
+                       keep: str = "row_length", iters: int | None = None, repetitions: int = 3, progress: bool = True,
+                       timeout: float = 900, experiment: str = SUBDOMAIN_EXPERIMENT) -> pd.DataFrame:
+    """Run each case's subdomain shape (subdomain_shapes(cases, n=, scale=, keep=): the seed's
+    local grid, scaled to this machine's cache) on one rank as real Slurm jobs of the poisson kernel (--shape) and return
+    subdomain_table: per case and run, the compute rate in ns per point of each phase, with the
+    run ids. This is what makes the 1x384 strip's short rows cost what they cost here."""
+    from hpclab import experiment as exp
+    shapes = subdomain_shapes(cases, n=n, scale=scale, keep=keep)
+    runs = exp.run(subdomain_specs(shapes, iters=iters, repetitions=repetitions, experiment=experiment),
+                   progress=progress, timeout=timeout)
+    return subdomain_table(runs, shapes)
+
+
+def subdomain_rates(table: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """{case: {phase: ns per point}}: the median over a subdomain_table's runs of each case, for
+    seed_scale."""
+    from hpclab.trace.poisson import PHASES
+    if table.empty:
+        raise HpclabError("the subdomain table is empty", "measure_subdomains() first")
+    missing = [ph for ph in PHASES if ph not in table.columns]
+    if missing:
+        raise HpclabError(f"the subdomain table lacks the phase column(s) {', '.join(missing)}",
+                          "pass the table measure_subdomains() or subdomain_table() returns")
+    med = table.groupby("case", sort=False)[list(PHASES)].median()
+    return {case: {ph: float(row[ph]) for ph in PHASES} for case, row in med.iterrows()}
+
+
+def subdomain_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per case: the seed's and our local shape, the runs, and min / median / max of ns per point
+    (all phases), plus the median relative to the fastest case (1.0 = fastest)."""
+    g = table.groupby("case", sort=False)
+    out = g[["grid", "seed_x", "seed_y", "local_x", "local_y"]].first()
+    out["runs"] = g["run"].agg(lambda r: ", ".join(r))
+    out["ns_per_point_min"] = g["ns_per_point"].min()
+    out["ns_per_point_median"] = g["ns_per_point"].median()
+    out["ns_per_point_max"] = g["ns_per_point"].max()
+    out["vs_fastest"] = out["ns_per_point_median"] / out["ns_per_point_median"].min()
     return out
 
 

@@ -271,3 +271,200 @@ def test_traced_poisson_run_end_to_end(cluster, tmp_path, monkeypatch):
     assert t0 < t1
     rates = imb.measured_rates([a])
     assert all(v > 0 and math.isfinite(v) for v in rates.values())
+
+
+# --- the naive exchange's chain (item 3 of issue 15) ---------------------------------------------
+
+
+def chain_exchange(how: str, nbytes: int, compute: list[list[int]]):
+    """A 1D chain of ranks (not periodic); per iteration each rank computes compute[it][rank] ns,
+    then exchanges halos: 'naive' as the 2014 code and src/poisson --exchange naive (send up,
+    receive from below, send down, receive from above), or 'nonblocking' (Irecv both, Isend
+    both, Waitall)."""
+    p = len(compute[0])
+    b = TraceBuilder(p)
+    for r in range(p):
+        up, down = (r + 1 if r < p - 1 else None), (r - 1 if r > 0 else None)
+        rb = b[r]
+        for it in compute:
+            rb.compute(it[r])
+            with rb.region("exchange"):
+                if how == "naive":
+                    rb.send(up, nbytes, 1).recv(down, nbytes, 1).send(down, nbytes, 0).recv(up, nbytes, 0)
+                else:
+                    reqs = [rb.irecv(f, nbytes, t) for f, t in ((down, 1), (up, 0)) if f is not None]
+                    reqs += [rb.isend(to, nbytes, t) for to, t in ((up, 1), (down, 0)) if to is not None]
+                    rb.waitall(reqs)
+    return b.build()
+
+
+def end_of(trace, rank: int) -> int:
+    ev = trace.events
+    return int(ev.loc[ev["rank"] == rank, "t_exit"].max())
+
+
+def test_naive_exchange_above_the_eager_limit_makes_every_rank_wait_for_the_whole_chain():
+    """On the ideal network with this machine's protocol (eager limit 4096 B), does one late rank
+    at the top of a 4-rank chain hold up rank 0 under the naive order with 8 kB messages (its
+    upward send waits for every rank above), but not with 1 kB (eager) messages, and not in the
+    non-blocking exchange, where rank 0 waits only for its neighbour? With rank 0 late in one
+    iteration and rank 3 in the next, is the naive order's extra time all dependency (9000 ns),
+    the load imbalance the same, and the non-blocking exchange free of dependency?"""
+    ideal = imb.ideal_model(4096)
+    one = [[1000, 1000, 1000, 10_000]]
+    for how, nbytes, rank0_end in (("naive", 8192, 10_000), ("naive", 1024, 1000), ("nonblocking", 8192, 1000)):
+        got = replay(chain_exchange(how, nbytes, one), ideal)
+        assert end_of(got, 0) == rank0_end, (how, nbytes)
+        # the chain unwinds: nobody waits past the last arrival (no deadlock on a non-periodic chain)
+        assert max(end_of(got, r) for r in range(4)) == 10_000
+    two = [[10_000, 1000, 1000, 1000], [1000, 1000, 1000, 10_000]]
+    splits = {}
+    for how in ("naive", "nonblocking"):
+        tr = chain_exchange(how, 8192, two)
+        splits[how] = split(tr, replay(tr, ideal))
+    naive, nonblocking = splits["naive"], splits["nonblocking"]
+    assert naive.T_ideal == 20_000 and nonblocking.T_ideal == 11_000
+    assert naive.T_comp == nonblocking.T_comp == 6500 and naive.T_load == nonblocking.T_load == 4500
+    assert naive.T_depend == pytest.approx(9000) and nonblocking.T_depend == pytest.approx(0)
+
+
+def test_rendezvous_n_puts_every_halo_message_above_the_eager_limit():
+    """Is rendezvous_n the smallest multiple of 64 whose smallest halo message is >= 2 x the eager
+    limit, on 1D and 2D grids, and a 1x1 grid refused?"""
+    assert imb.halo_bytes("4x1", 1024) == 8 * 1024  # 4x1: rows of n doubles along x only
+    assert imb.halo_bytes("2x2", 1000) == 8 * 500
+    assert imb.halo_bytes("3x1", 100) == 800 and imb.halo_bytes("1x1", 100) == 0
+    for grid in ("4x1", "1x4", "2x2", "8x1", "2x4"):
+        n = imb.rendezvous_n(grid, 4096)
+        assert n % 64 == 0 and imb.halo_bytes(grid, n) >= 8192 > imb.halo_bytes(grid, n - 64)
+    assert imb.rendezvous_n("4x1", 4096) == 1024 and imb.rendezvous_n("2x2", 4096) == 2048
+    with pytest.raises(HpclabError, match="one rank"):
+        imb.rendezvous_n("1x1", 4096)
+
+
+def test_dependency_configurations_compare_naive_with_nonblocking():
+    """Are the naive and non-blocking exchange traced on the same grid, oversubscribed on 2 CPUs?"""
+    two = imb.dependency_configurations(2)
+    assert [(c.grid, c.exchange, c.oversubscribe) for c in two] == [("4x1", "naive", True), ("4x1", "nonblocking", True)]
+    assert not any(c.oversubscribe for c in imb.dependency_configurations(4))
+    assert [c.label for c in imb.dependency_configurations(8, "2x2")] == ["2D 2x2 naive", "2D 2x2 nonblocking"]
+    specs = imb.poisson_specs(two, n=1024, iters=3, repetitions=1)
+    assert [s.args.exchange for s in specs] == ["naive", "nonblocking"]
+
+
+def test_dependency_table_gives_the_ratio_to_the_nonblocking_median():
+    """Does the dependency table name each run's exchange and divide its T_depend by the median of
+    the non-blocking runs (NaN when there are none)?"""
+    runs = []
+    for how, rep, top in (("naive", 1, 10_000), ("naive", 2, 20_000), ("nonblocking", 1, 10_000),
+                          ("nonblocking", 2, 20_000), ("nonblocking", 3, 30_000)):
+        # non-blocking: neighbours late one after the other, so it has some dependency too
+        late = [[top, 1000, 1000, 1000], [1000, 1000, 1000, top] if how == "naive" else [1000, top, 1000, 1000]]
+        tr = chain_exchange(how, 8192, late)
+        ideal = replay(tr, imb.ideal_model(4096))
+        runs.append(imb.Analysed(f"1D 4x1 {how}", rep, None, tr, ideal, split(tr, ideal)))
+    tab = imb.dependency_table(runs)
+    assert list(tab["exchange"]) == ["naive"] * 2 + ["nonblocking"] * 3
+    ref = tab.loc[tab["exchange"] == "nonblocking", "T_depend"].median()
+    assert ref > 0
+    assert np.allclose(tab["depend_vs_nonblocking"], tab["T_depend"] / ref)
+    assert tab["depend_vs_nonblocking"].iloc[2:].median() == pytest.approx(1.0)
+    assert imb.dependency_table(runs[:2])["depend_vs_nonblocking"].isna().all()
+
+
+# --- compute bursts from single-rank runs of each subdomain shape (item 4 of issue 15) -------------
+
+TWO_CASES = (("tile", 4, 4, "blocking", "linear"), ("strip", 1, 16, "blocking", "linear"))
+
+
+def test_subdomain_shapes_keep_the_row_length_and_scale_the_points():
+    """Does the seed's 1x384 strip (3600 x 9) keep its 9-point rows and get 4x the rows at scale 4,
+    the 24x16 tile (150 x 225) 4x its rows, and keep='aspect' double both sides instead?"""
+    tab = imb.subdomain_shapes(scale=4.0).set_index("case")
+    assert tuple(tab.loc["1D 1x384", ["seed_x", "seed_y", "local_x", "local_y"]]) == (3600, 9, 14400, 9)
+    assert tuple(tab.loc["2D 24x16", ["seed_x", "seed_y", "local_x", "local_y"]]) == (150, 225, 600, 225)
+    assert tuple(tab.loc["1D 384x1", ["seed_x", "seed_y", "local_x", "local_y"]]) == (9, 3600, 36, 3600)
+    assert tab.loc["1D 1x384", "ranks"] == 240  # 3600 = 144 x 10 + 240 x 9: the 9-point strips win
+    assert (tab["points"] == 4 * tab["seed_x"] * tab["seed_y"]).all()
+    asp = imb.subdomain_shapes(scale=4.0, keep="aspect").set_index("case")
+    assert tuple(asp.loc["1D 1x384", ["local_x", "local_y"]]) == (7200, 18)
+    assert tuple(asp.loc["2D 24x16", ["local_x", "local_y"]]) == (300, 450)
+    one = imb.subdomain_shapes(scale=1.0).set_index("case")
+    assert (one["local_x"] == one["seed_x"]).all() and (one["local_y"] == one["seed_y"]).all()
+    with pytest.raises(HpclabError, match="keep"):
+        imb.subdomain_shapes(keep="square")
+    with pytest.raises(HpclabError, match="positive"):
+        imb.subdomain_shapes(scale=0)
+
+
+def test_cache_scale_is_this_machines_l2_over_ivy_bridges():
+    """Is the default scale this machine's L2 per core over the seed's 256 KiB?"""
+    assert imb.l2_bytes() > 0
+    assert imb.cache_scale() == pytest.approx(imb.l2_bytes() / (256 * 1024))
+
+
+def test_subdomain_specs_run_each_distinct_shape_once_on_one_rank():
+    """Is there one single-rank spec per distinct local shape (cases sharing a shape share runs),
+    solving that rectangle with --shape?"""
+    shapes = imb.subdomain_shapes(scale=1.0)  # the seed's five cases: three distinct shapes
+    specs = imb.subdomain_specs(shapes, repetitions=2)
+    assert len(specs) == 3 and all(s.ntasks == 1 and s.repetitions == 2 for s in specs)
+    assert sorted(s.args.shape for s in specs) == ["150x225", "3600x9", "9x3600"]
+    assert all(s.args.n is None and s.args.grid == "1x1" for s in specs)
+    strip = next(s for s in specs if s.args.shape == "3600x9")
+    assert strip.args.iters == round(imb.UPDATES_PER_RUN / (3600 * 9))
+
+
+def hand_table(rates: dict[str, list[float]]) -> pd.DataFrame:
+    """A subdomain table by hand: per case, runs with the given ns per point in every phase."""
+    rows = []
+    for case, values in rates.items():
+        for k, v in enumerate(values):
+            rows.append({"case": case, "run": f"{case}-{k}", "red": v, "black": v, "copy": v, "residuum": v,
+                         "ns_per_point": 4 * v})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("slow", [1.0, 2.5, 3.0])
+def test_simulation_takes_each_cases_compute_from_its_single_rank_runs(slow):
+    """With hand-made single-rank rates (the strip `slow` x the tile, median of three runs each),
+    does the simulated strip compute exactly `slow` x as long as the tile (both have 64 points
+    per rank here), and is a case without rates refused?"""
+    table = hand_table({"tile": [0.5, 1.0, 9.0], "strip": [slow, slow * 0.5, slow * 7]})
+    rates = imb.subdomain_rates(table)
+    assert rates == {"tile": dict.fromkeys(("red", "black", "copy", "residuum"), 1.0),
+                     "strip": dict.fromkeys(("red", "black", "copy", "residuum"), slow)}
+    sims = imb.seed_scale(rates, IDEAL, iterations=3, cases=TWO_CASES, n=32, cores=16)
+    assert sims["strip"].split.T_comp == pytest.approx(slow * sims["tile"].split.T_comp)
+    assert sims["tile"].split.T_comp == pytest.approx(3 * 4 * 64 * 1.0)  # iterations x phases x points
+    with pytest.raises(HpclabError, match="strip"):
+        imb.seed_scale({"tile": rates["tile"]}, IDEAL, iterations=1, cases=TWO_CASES, n=32, cores=16)
+
+
+def test_subdomain_summary_ranks_cases_by_measured_rate():
+    """Does the summary give each case's median ns per point, relative to the fastest, with its runs?"""
+    table = hand_table({"tile": [1.0, 1.0, 2.0], "strip": [3.0, 2.0, 4.0]})
+    for c, g in (("tile", "4x4"), ("strip", "1x16")):
+        table.loc[table["case"] == c, ["grid", "seed_x", "seed_y", "local_x", "local_y"]] = [g, 8, 8, 8, 8]
+    s = imb.subdomain_summary(table)
+    assert s.loc["tile", "vs_fastest"] == 1.0 and s.loc["strip", "vs_fastest"] == pytest.approx(3.0)
+    assert s.loc["strip", "runs"] == "strip-0, strip-1, strip-2"
+
+
+@pytest.mark.cluster
+def test_measure_subdomains_on_real_slurm(cluster, tmp_path, monkeypatch):
+    """Do single-rank Slurm jobs of each (tiny) subdomain shape give a tidy table with positive
+    rates per phase and the run ids of real, completed run folders?"""
+    from hpclab import experiment, paths
+    if not (paths.bin_dir() / "poisson").is_file():
+        pytest.skip("build/bin/poisson not built (make -C src)")
+    monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path / "runs"))
+    tab = imb.measure_subdomains(TWO_CASES, n=32, scale=1.0, iters=20, repetitions=1, progress=False,
+                                 timeout=300, experiment="t05-subdomains")
+    assert list(tab["case"]) == ["tile", "strip"]
+    assert tuple(tab.iloc[1][["local_x", "local_y"]]) == (32, 2)
+    assert (tab[["red", "black", "copy", "residuum", "ns_per_point"]] > 0).all().all()
+    for run_id in tab["run"]:
+        run = experiment.Run.open(tmp_path / "runs" / "t05-subdomains" / run_id)
+        assert run.state == "completed" and run.result()["results"]["shape"] in ([8, 8], [32, 2])
+    assert set(imb.subdomain_rates(tab)) == {"tile", "strip"}
