@@ -13,7 +13,13 @@ this module only strings it together for the notebook:
   replayed under that model, split the same way (a simulation, labelled as such);
 - `side_by_side_figure(...)`: our diagram next to the quoted 2014 one;
 - `measure_mapping(...)`: the linear against a blocked rank-to-node mapping, traced on virtual
-  nodes, with the inter-node messages predicted and counted (`mapping_counts`).
+  nodes, with the inter-node messages predicted and counted (`mapping_counts`);
+- `dependency_configurations(...)`, `rendezvous_n(...)`, `dependency_table(...)`: the naive
+  exchange (the 2014 code's order) against the non-blocking one, with halo messages above the
+  eager limit, and T_depend of each relative to non-blocking;
+- `measure_subdomains(...)`: single-rank runs of each simulated case's subdomain shape (the
+  seed's local grids, scaled to this machine's cache), whose per-case rates
+  (`subdomain_rates`) give `seed_scale` its compute bursts.
 """
 
 from __future__ import annotations
