@@ -31,13 +31,15 @@ DEFAULT_SITE = "local"
 @dataclass(frozen=True)
 class Partition:
     """One partition: nodes (count), cores_per_node (CPUs Slurm schedules per node),
-    max_nodes (largest job) and max_time (Slurm time string); None where unknown."""
+    max_nodes (largest job), max_time (Slurm time string) and mem_per_node (MB Slurm can give a
+    job on one node, discovered from sinfo on the local cluster); None where unknown."""
 
     name: str
     nodes: int | None = None
     cores_per_node: int | None = None
     max_nodes: int | None = None
     max_time: str | None = None
+    mem_per_node: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ class Site:
             )
         if self.discover_cores:
             nodes, cores = discover_partition(name)
-            p = Partition(p.name, nodes, cores, p.max_nodes or nodes, p.max_time)
+            p = Partition(p.name, nodes, cores, p.max_nodes or nodes, p.max_time,
+                          discover_memory(name) or p.mem_per_node)
         return p
 
 
@@ -172,6 +175,17 @@ def discover_partition(name: str) -> tuple[int, int]:
             "check `sinfo`; for the local cluster run `hpclab cluster up`",
         )
     return nodes, min(cores)
+
+
+def discover_memory(name: str) -> int | None:
+    """Memory per node (MB) Slurm can give a job in partition `name` (sinfo %m, the smallest
+    node); None when Slurm does not say."""
+    from hpclab import slurm
+
+    out = slurm.run_slurm(["sinfo", "--noheader", "--partition", name, "--format=%m"],
+                          what=f"ask Slurm about the memory of partition {name!r}", check=False)
+    mems = [int(m.rstrip("+")) for m in out.split() if m.rstrip("+").isdigit()]
+    return min(mems) if mems else None
 
 
 def ompi_info_text() -> str:

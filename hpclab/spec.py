@@ -359,6 +359,23 @@ def time_seconds(text: str) -> int:
     return int(a) * 3600 + int(b) * 60 + int(c)
 
 
+_MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.I)
+
+
+def mem_megabytes(value: Any) -> Any:
+    """A memory amount as whole MB: an int is MB already, a string may carry a unit as sbatch
+    takes it (500M, 2G, 1.5G; 1024-based). Other values are left for pydantic to reject."""
+    if isinstance(value, bool):
+        raise ValueError("memory must be MB as a number (2000) or a size with a unit (500M, 2G)")
+    if value is None or not isinstance(value, str):
+        return value
+    m = _MEM.match(value)
+    if not m:
+        raise ValueError(f"memory {value!r} is not a size; use MB as a number (2000) or a unit: 500M, 2G")
+    scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2}[m.group(2).upper()]
+    return max(1, round(float(m.group(1)) * scale))
+
+
 class Spec(_Strict):
     """One experiment: run `kernel` with `args` on `ntasks` ranks. Fields and units:
     nodes, ntasks, ntasks_per_node, cpus_per_task (counts); time (Slurm time limit);
@@ -388,6 +405,15 @@ class Spec(_Strict):
     # overcommit, and Open MPI to yield the core while it waits. Timings then include waiting for
     # a core; the course says so wherever it uses this.
     oversubscribe: bool = False
+    # Memory in MB (or a string with a unit: 500M, 2G): per node (mem) or per CPU (mem_per_cpu),
+    # as sbatch --mem / --mem-per-cpu. Neither: the site's default per CPU.
+    mem: int | None = Field(None, ge=1)
+    mem_per_cpu: int | None = Field(None, ge=1)
+
+    @field_validator("mem", "mem_per_cpu", mode="before")
+    @classmethod
+    def _mem(cls, v):
+        return mem_megabytes(v)
 
     @model_validator(mode="before")
     @classmethod
@@ -460,6 +486,8 @@ class Spec(_Strict):
         if self.launcher == "mpirun" and self.binding.srun_fields():
             raise ValueError(f"binding.{self.binding.srun_fields()[0]} is an srun option; "
                              "with mpirun use map_by / rank_by / bind_to, or set launcher: srun")
+        if self.mem is not None and self.mem_per_cpu is not None:
+            raise ValueError("give mem (per node) or mem_per_cpu, not both (sbatch accepts only one)")
         if self.binding.hint and self.binding.cpu_bind:
             raise ValueError("srun --hint cannot be combined with --cpu-bind (Slurm rejects it); pick one")
         if self.kernel == "pingpong" and self.ntasks < 2:
@@ -597,6 +625,9 @@ def sweep(base: Spec | dict, grid: dict[str, list]) -> list[Spec]:
     if not isinstance(grid, dict):
         raise HpclabError("a sweep must be a mapping {field.path: [values]}", "e.g. {'omp.num_threads': [1, 2]}")
     keys = list(grid)
+    bad = [k for k in keys if not isinstance(k, str) or not k]
+    if bad:
+        raise HpclabError(f"sweep key {bad[0]!r} is not a field path", "use dotted field names, e.g. omp.num_threads")
     values = []
     for k in keys:
         v = grid[k]
@@ -624,17 +655,68 @@ def parse_sweep_option(text: str) -> tuple[str, list]:
     return key.strip(), [yaml.safe_load(v) if v.strip() else "" for v in vals.split(",")]
 
 
-def load_specs(path: str | Path, extra_sweep: dict[str, list] | None = None) -> list[Spec]:
-    """Specs from a YAML file: one mapping (a spec, optionally with a `sweep:` mapping of dotted
-    paths to value lists) or a list of such mappings. extra_sweep adds grid entries (CLI
-    --sweep). Returns the expanded list; raises HpclabError for a missing or invalid file."""
-    p = Path(path)
+MAX_SPEC_BYTES = 1_000_000  # a spec is a few hundred bytes; anything this big is not one
+MAX_SPEC_DEPTH = 20  # spec fields nest three levels deep (sweep -> path -> list)
+
+
+def _read_spec_text(p: Path) -> str:
+    """The spec file's text, or an HpclabError saying why it cannot be a spec file: missing, a
+    folder, unreadable, too large, binary or not UTF-8 (with the byte offset and line)."""
+    if p.is_dir():
+        raise HpclabError(f"spec file {p} is a folder, not a file", "give the path to a YAML spec file inside it")
     if not p.is_file():
         raise HpclabError(f"spec file {p} not found", "give the path to a YAML spec file")
     try:
-        data = yaml.safe_load(p.read_text())
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise HpclabError(f"cannot read spec file {p}: {exc.strerror or exc}",
+                          "check the path and its permissions") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise HpclabError(f"spec file {p} is larger than {MAX_SPEC_BYTES // 1000} kB: not a spec",
+                          "give the path to a YAML spec file (a few lines of key: value)")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        kind = "a binary file" if b"\0" in raw else "not UTF-8 text"
+        raise HpclabError(f"spec file {p} is {kind}: byte 0x{raw[exc.start]:02x} at line {line} "
+                          f"(offset {exc.start}) is not UTF-8",
+                          "save the spec as UTF-8 text in an editor, or give the right file") from None
+
+
+def _check_shape(data: Any, src: str) -> None:
+    """Refuse YAML nested deeper than any spec, or blown up by aliases (&a/*a), before the
+    validators walk it recursively."""
+    seen = 0
+    stack = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if depth > MAX_SPEC_DEPTH or seen > 10_000:
+            raise HpclabError(f"invalid {src}: nested more than {MAX_SPEC_DEPTH} levels deep or too many values",
+                              "a spec is key: value lines with a few {...} and [...] groups")
+        if isinstance(value, dict):
+            stack += [(v, depth + 1) for v in value.values()]
+        elif isinstance(value, list):
+            stack += [(v, depth + 1) for v in value]
+
+
+def load_specs(path: str | Path, extra_sweep: dict[str, list] | None = None) -> list[Spec]:
+    """Specs from a YAML file: one mapping (a spec, optionally with a `sweep:` mapping of dotted
+    paths to value lists) or a list of such mappings. extra_sweep adds grid entries (CLI
+    --sweep). Returns the expanded list; raises HpclabError for a missing, unreadable, non-text
+    or invalid file (never another exception)."""
+    p = Path(path)
+    text = _read_spec_text(p)
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise HpclabError(f"spec file {p} is not valid YAML: {exc}", "fix the YAML syntax") from None
+    except (RecursionError, ValueError) as exc:  # nesting too deep for the parser; a 5000-digit int
+        raise HpclabError(f"spec file {p} cannot be read as a spec: {str(exc)[:120]}",
+                          "a spec is key: value lines with a few {...} and [...] groups") from None
+    _check_shape(data, f"spec in {p}")
     docs = data if isinstance(data, list) else [data]
     specs: list[Spec] = []
     for i, doc in enumerate(docs):

@@ -104,6 +104,14 @@ def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
                 out.append((f"{per_node} task(s) per node x cpus_per_task={spec.cpus_per_task} does not fit "
                             f"on one node of {part.name!r} ({cores} cores)",
                             "lower ntasks_per_node or cpus_per_task"))
+    if part.mem_per_node is not None:
+        per_node_tasks = spec.ntasks_per_node or math.ceil(spec.ntasks / spec.nodes)
+        need_mb = spec.mem or (spec.mem_per_cpu or 0) * per_node_tasks * spec.cpus_per_task
+        if need_mb > part.mem_per_node:
+            asked = f"mem={spec.mem}" if spec.mem else (
+                f"mem_per_cpu={spec.mem_per_cpu} x {per_node_tasks * spec.cpus_per_task} CPU(s) per node")
+            out.append((f"{asked} MB is more memory than a node of partition {part.name!r} has "
+                        f"({part.mem_per_node} MB)", f"ask for at most {part.mem_per_node} MB per node"))
     if part.max_time is not None and spec.time_seconds() > time_seconds(part.max_time):
         out.append((f"time={spec.time} is above partition {part.name!r}'s limit {part.max_time}",
                     f"use time: {part.max_time} or less"))

@@ -58,6 +58,10 @@ def sbatch_options(spec: Spec, site: Site, run_dir: Path) -> dict[str, str]:
         opts["ntasks-per-node"] = str(spec.ntasks_per_node)
     if spec.oversubscribe:
         opts["overcommit"] = ""
+    if getattr(spec, "mem", None):  # MB per node; Slurm's default per CPU applies otherwise
+        opts["mem"] = f"{spec.mem}M"
+    if getattr(spec, "mem_per_cpu", None):
+        opts["mem-per-cpu"] = f"{spec.mem_per_cpu}M"
     for key in ("account", "qos", "constraint"):
         if getattr(site, key):
             opts[key] = str(getattr(site, key))

@@ -482,3 +482,136 @@ def test_every_spec_that_does_not_fit_the_site_is_rejected_naming_it(case):
     for w in words:
         assert w in exc.value.what, (w, exc.value.what)
     assert exc.value.hint
+
+
+# --- spec files that are not spec files -------------------------------------------------------
+
+
+def _example_specs() -> list[bytes]:
+    """The YAML spec examples of the docs (every ```yaml block with a kernel:)."""
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    blocks = [b for f in sorted(docs.glob("*.md"))
+              for b in re.findall(r"```yaml\n(.*?)```", f.read_text(), re.S) if "kernel:" in b]
+    assert blocks, "no YAML spec examples found in docs/"
+    return [b.encode() for b in blocks]
+
+
+def _corrupt(data: bytes, rng) -> bytes:
+    """Up to 8 random edits: a byte replaced by any byte, bytes deleted, random bytes or YAML
+    tokens inserted, a piece copied elsewhere."""
+    tokens = [b"{", b"}", b"[", b"]", b": ", b"- ", b"&a ", b"*a", b"!!binary ", b"\t", b"'", b'"', b"\x00",
+              b"\xef\xbb\xbf", b"9" * 30, b"null", b".inf", b"---\n", b"? ", b"<<: *a\n", b"\xff\xfe"]
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        pos = rng.randrange(len(b) + 1)
+        op = rng.random()
+        if op < 0.3 and pos < len(b):
+            b[pos] = rng.randrange(256)
+        elif op < 0.5:
+            del b[pos:pos + rng.randint(1, 12)]
+        elif op < 0.7:
+            b[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+        elif op < 0.9:
+            b[pos:pos] = rng.choice(tokens)
+        else:
+            j = rng.randrange(len(b) or 1)
+            b[pos:pos] = b[j:j + rng.randint(1, 40)]
+    return bytes(b)
+
+
+def test_corrupted_spec_files_give_clear_errors_never_a_traceback(tmp_path):
+    """Fuzz: 1500 corrupted copies of the docs' example specs (random bytes, cut and pasted
+    pieces, YAML tokens, broken UTF-8): does every one load as specs or raise an HpclabError
+    with a hint, and never another exception?"""
+    import random
+
+    from hpclab.spec import load_specs
+
+    rng = random.Random(18)
+    outcomes = {"specs": 0, "error": 0}
+    for i in range(1500):
+        path = tmp_path / f"spec{i}.yaml"
+        path.write_bytes(_corrupt(rng.choice(_example_specs()), rng))
+        try:
+            specs = load_specs(path)
+        except HpclabError as exc:
+            assert exc.what and exc.hint
+            outcomes["error"] += 1
+        else:
+            assert all(s.kernel in KERNELS for s in specs)
+            outcomes["specs"] += 1
+    assert outcomes["error"] > 1000  # the corruption really corrupts
+
+
+@pytest.mark.parametrize("name, data, words", [
+    ("utf16", "kernel: stream\n".encode("utf-16"), ["not UTF-8", "line 1"]),
+    ("latin1", "kernel: stream\nlabel: Müller\n".encode("latin-1"), ["not UTF-8 text", "line 2"]),
+    ("binary", bytes(range(256)) * 8, ["binary file"]),
+    ("deep", b"kernel: stream\nargs: " + b"[" * 20000 + b"]" * 20000, ["cannot be read as a spec"]),
+    ("aliases", b"a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+                b"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+                b"e: [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nkernel: stream\n", ["too many values"]),
+    ("bigint", b"kernel: stream\nntasks: " + b"9" * 5000 + b"\n", ["cannot be read as a spec"]),
+    ("sweep_key", b"kernel: stream\nsweep: {1: [1, 2]}\n", ["sweep key 1"]),
+    ("huge", b"kernel: stream\n" + b"#" * 2_000_000, ["larger than"]),
+])
+def test_spec_files_that_are_not_specs(tmp_path, name, data, words):
+    """Do binary files, wrong encodings, absurd nesting, alias bombs, giant numbers and files of
+    megabytes each give one HpclabError saying what is wrong with the file?"""
+    from hpclab.spec import load_specs
+
+    path = tmp_path / f"{name}.yaml"
+    path.write_bytes(data)
+    with pytest.raises(HpclabError) as exc:
+        load_specs(path)
+    for w in words:
+        assert w in exc.value.what, exc.value.what
+    assert exc.value.hint
+
+
+def test_a_folder_or_missing_path_as_spec_says_which(tmp_path):
+    """A folder given as the spec says it is a folder; a missing file says not found."""
+    from hpclab.spec import load_specs
+
+    with pytest.raises(HpclabError, match="is a folder"):
+        load_specs(tmp_path)
+    with pytest.raises(HpclabError, match="not found"):
+        load_specs(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("fields, value", [({"mem": 2000}, ("mem", 2000)), ({"mem": "2G"}, ("mem", 2048)),
+                                           ({"mem_per_cpu": "500M"}, ("mem_per_cpu", 500)),
+                                           ({"mem_per_cpu": "1.5G"}, ("mem_per_cpu", 1536))])
+def test_memory_fields_take_mb_or_units(fields, value):
+    """Do mem and mem_per_cpu accept MB or a size with a unit, stored as whole MB?"""
+    assert getattr(make_spec(kernel="stream", **fields), value[0]) == value[1]
+
+
+@pytest.mark.parametrize("fields, words", [({"mem": "lots"}, "not a size"), ({"mem": 0}, "mem"),
+                                           ({"mem": True}, "memory must be"),
+                                           ({"mem": 100, "mem_per_cpu": 10}, "not both")])
+def test_bad_memory_fields_are_rejected(fields, words):
+    """Is a memory field that is not a size, zero, a bool or both fields at once rejected?"""
+    with pytest.raises(HpclabError, match=words):
+        make_spec(kernel="stream", **fields)
+
+
+@pytest.mark.parametrize("fields, ok", [({"mem": 4000}, True), ({"mem": 9000}, False),
+                                        ({"mem_per_cpu": 1000, "ntasks": 4}, True),
+                                        ({"mem_per_cpu": 3000, "ntasks": 4}, False)])
+def test_memory_is_checked_against_the_partition(fields, ok):
+    """Is a job asking more memory per node than the partition's nodes have rejected, naming
+    both numbers, and one that fits accepted?"""
+    import dataclasses
+
+    site = dataclasses.replace(SITE, partitions=(dataclasses.replace(SITE.partitions[0], mem_per_node=8000),))
+    spec = make_spec(kernel="stream", **fields)
+    if ok:
+        assert not [w for w, _ in spec_checks.problems(spec, site, facts(partition=site.partitions[0]))
+                    if "memory" in w]
+    else:
+        with pytest.raises(HpclabError, match="8000 MB"):
+            spec_checks.check(spec, site, facts(partition=site.partitions[0]))
