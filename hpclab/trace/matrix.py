@@ -108,14 +108,12 @@ def heatmap_figure(mm: MessageMatrix, what: str = "volume", title: str | None = 
         for k in np.flatnonzero(np.diag(a) > 0):
             ax.text(k, k, f"{a[k, k]:.3g}", ha="center", va="center", fontsize="x-small")
     units = {"volume": "bytes", "count": "messages", "time": "ns", "rate": "bytes/s"}
-    fig.colorbar(im, ax=ax, label=f"{what} ({units.get(what, '')}), off-diagonal cells")
+    fig.colorbar(im, ax=ax, label=f"{what} ({units.get(what, '')}), off-diagonal cells\n"
+                 "diagonal (grey): value written, not on this scale")
     if n <= 32:
         ax.set_xticks(range(n), [str(x) for x in mm.labels], rotation=90, fontsize="small")
         ax.set_yticks(range(n), [str(x) for x in mm.labels], fontsize="small")
     ax.set_xlabel("receiver")
     ax.set_ylabel("sender")
     ax.set_title(title or f"Message {what}")
-    ax.text(0.0, -0.02, "grey: diagonal (sender = receiver; inside a node once aggregated), "
-            "value written, not on the colour scale", transform=ax.transAxes, ha="left", va="top",
-            fontsize="x-small", color="0.35")
     return fig
