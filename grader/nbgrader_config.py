@@ -14,6 +14,32 @@ c.Execute.interrupt_on_timeout = True
 c.Execute.kernel_name = "hpclab-grader"      # sandboxed kernel installed by init_course
 c.ExecutePreprocessor.kernel_name = "hpclab-grader"
 
+# The boundary (grader/README.md, "The sandbox"). Cells run through hpclab's Execute: the kernel
+# in a bubblewrap sandbox as the user hpclab-grader, graded test cells not run in the kernel but
+# checked by the grader in a process of its own on the answers the kernel reports.
+c.Autograde.autograde_preprocessors = [
+    "hpclab.answers.SandboxExecute",             # in place of nbgrader's Execute
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+# The sandbox has no network: nbgrader talks to the kernel over Unix sockets.
+c.KernelManager.transport = "ipc"
+
+# Limits of one submission's sandbox (the kernel and every process it starts); the grader's
+# check of the answers runs under the same limits. A lab's kernel with pandas and numpy uses about
+# 150 MB and 20 tasks; its cells take seconds of CPU.
+c.SandboxExecute.memory_mb = 2048      # memory cgroup (v1 or v2) when root can make one, else RLIMIT_AS of twice this
+c.SandboxExecute.cpu_seconds = 600     # CPU time per process (RLIMIT_CPU): the process is killed past it
+c.SandboxExecute.processes = 128       # processes and threads of the sandbox's user (RLIMIT_NPROC): a fork bomb stops here
+c.SandboxExecute.file_size_mb = 64     # largest file written (RLIMIT_FSIZE)
+c.SandboxExecute.open_files = 256      # open files per process (RLIMIT_NOFILE)
+c.SandboxExecute.scratch_mb = 256      # the tmpfs that is HOME and TMPDIR
+c.SandboxExecute.wall_seconds = 1800   # one submission, all cells: the kernel is stopped past it
+
 # Student view: a stub that fails loudly until answered.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 

@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from hpclab.errors import HpclabError
 
 LABS = ("lab-transports", "lab-scaling", "lab-imbalance", "lab-placement")   # labs with a grading pipeline (reference answers)
 KERNEL_NAME = "hpclab-grader"
-NOBODY = 65534
+SANDBOX_EXECUTE = "hpclab.answers.SandboxExecute"   # nbgrader_config.py runs cells through it
 
 
 def _grader_dir() -> Path:
@@ -144,15 +143,36 @@ def collect(course_dir: str | Path, lab: str, downloads: str | Path) -> list[str
                   if (p / lab).is_dir())
 
 
-def autograde(course_dir: str | Path, lab: str, timeout: int | None = None) -> None:
-    """Execute and grade every collected submission of a lab (nbgrader autograde, sandboxed
-    kernel). timeout: seconds per cell (default: grader/nbgrader_config.py's)."""
+def autograde(course_dir: str | Path, lab: str, timeout: int | None = None,
+              unconfined: bool = False) -> None:
+    """Execute and grade every collected submission of a lab: nbgrader autograde with the
+    kernel in hpclab.sandbox and test cells checked outside it (hpclab.answers).
+    timeout: seconds per cell (default: grader/nbgrader_config.py's). unconfined: no sandbox,
+    for the instructor's own test notebooks only.
+
+    Raises HpclabError, before anything runs, when no sandbox can be made here (and unconfined
+    is not asked for) or when the course's nbgrader_config.py predates the sandbox."""
+    from hpclab import sandbox
+
     course = Path(course_dir).resolve()
+    config = course / "nbgrader_config.py"
+    if config.is_file() and SANDBOX_EXECUTE not in config.read_text():
+        raise HpclabError(f"{config} does not run cells through {SANDBOX_EXECUTE}",
+                          f"copy {_grader_dir() / 'nbgrader_config.py'} over it")
+    if not unconfined and sandbox.mode() is None:
+        raise HpclabError(f"refusing to autograde untrusted notebooks without a sandbox: "
+                          f"{sandbox.why_not()}",
+                          "grade your own test notebooks only with --unconfined")
     args = ["autograde", lab, f"--Execute.kernel_name={KERNEL_NAME}",
             f"--ExecutePreprocessor.kernel_name={KERNEL_NAME}"]
     if timeout is not None:
         args.append(f"--Execute.timeout={int(timeout)}")
-    _sh(course, *args)
+    if unconfined:
+        args.append("--SandboxExecute.unconfined=True")
+    try:
+        _sh(course, *args)
+    finally:
+        sandbox.sweep()
 
 
 def feedback(course_dir: str | Path, lab: str) -> list[Path]:
@@ -317,6 +337,9 @@ def reference(lab: str, lab_dir: str | Path = ".") -> dict:
     Raises HpclabError (AssertionError-free) when the data are missing or not a real run's."""
     if lab not in REFERENCES:
         raise HpclabError(f"no reference analysis for {lab!r}", f"labs: {', '.join(REFERENCES)}")
+    key = (lab, str(Path(lab_dir).resolve()))
+    if REFERENCE_CACHE is not None and key in REFERENCE_CACHE:
+        return json.loads(REFERENCE_CACHE[key])
     proc = subprocess.run([sys.executable, "-I", "-m", "hpclab.grading", "reference", lab,
                            str(Path(lab_dir).resolve())], capture_output=True, text=True,
                           timeout=300, env={k: v for k, v in os.environ.items()
@@ -325,64 +348,28 @@ def reference(lab: str, lab_dir: str | Path = ".") -> dict:
         msg = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise HpclabError(f"reference analysis of {lab} failed: {msg}",
                           "the packed run data must be complete and unmodified")
+    if REFERENCE_CACHE is not None:
+        REFERENCE_CACHE[key] = proc.stdout
     return json.loads(proc.stdout)
 
 
-# --- sandboxed kernel -----------------------------------------------------------------------------
+# The grader's check of a submission (hpclab.answers) sets this to {}: one analysis per lab folder
+REFERENCE_CACHE: dict | None = None
 
-HIDDEN = ("source", "release", "submitted", "downloaded", "feedback", "logs", "students",
-          "lms-download", "jupyter")
 
+# --- the kernel nbgrader starts ------------------------------------------------------------------
 
 def sandbox_kernel(connection_file: str) -> None:
-    """Start ipykernel for nbgrader. As root, in a private mount namespace: the course's
-    source/, release/, submitted/, feedback/, the gradebook and other students' graded copies are
-    covered by empty mounts, a private empty tmpfs is the only writable place (HOME, TMPDIR),
-    every other file system is remounted read-only, and
-    every capability is dropped so the student's code cannot undo this.
-    Outside root (a laptop), the kernel starts as is: see grader/README.md."""
-    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file]
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        os.execv(sys.executable, kernel)
-    os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable,
-                          "-m", "hpclab.grading", "kernel-inner", connection_file])
+    """Start ipykernel for nbgrader inside hpclab.sandbox (the dedicated user, no network, only
+    the submission's copy writable, resource limits); exits with the kernel's status."""
+    from hpclab import sandbox
 
-
-def _sandbox_inner(connection_file: str) -> None:
-    def mount(*args: str) -> None:
-        subprocess.run(["mount", *args], check=True, capture_output=True)
-
-    connection = Path(connection_file).read_text()  # read before file systems change
-    here = Path.cwd()
-    scratch = None
-    # nbgrader runs the kernel in autograded/<student>/<lab>/
-    if here.parent.parent.name == "autograded":
-        course = here.parents[2]
-        if (course / "jupyter").is_dir():
-            scratch = course / "jupyter"   # covered by the scratch tmpfs: nothing left behind
-        for name in HIDDEN:
-            if (course / name).is_dir() and course / name != scratch:
-                mount("-t", "tmpfs", "-o", "ro,size=4k", "hidden", str(course / name))
-        if (course / "gradebook.db").exists():
-            mount("--bind", "/dev/null", str(course / "gradebook.db"))
-        for other in (course / "autograded").iterdir():
-            if other.is_dir() and other != here.parent:
-                mount("-t", "tmpfs", "-o", "ro,size=4k", "hidden", str(other))
-    # A private scratch tmpfs, then every other file system read-only (the course may itself
-    # live under /tmp, so /tmp cannot simply be replaced).
-    scratch = scratch or Path(tempfile.mkdtemp(prefix="hpclab-grader-"))
-    mount("-t", "tmpfs", "-o", "size=256m,mode=1777", "sandbox-scratch", str(scratch))
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].replace("\\040", " ")
-        if point == str(scratch) or point.startswith(("/proc", "/sys", "/dev")):
-            continue
-        subprocess.run(["mount", "-o", "remount,bind,ro", point], capture_output=True)
-    conn = scratch / "kernel.json"
-    conn.write_text(connection)
-    os.environ.update(HOME=str(scratch), TMPDIR=str(scratch), MPLCONFIGDIR=str(scratch),
-                      IPYTHONDIR=str(scratch / ".ipython"))
-    os.execvp("setpriv", ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs",
-                          sys.executable, "-m", "ipykernel_launcher", "-f", str(conn)])
+    try:
+        code = sandbox.run_kernel(connection_file)
+    except HpclabError as exc:
+        print(f"ERROR: {exc.what} ({exc.hint})", file=sys.stderr)
+        code = 2
+    sys.exit(code)
 
 
 # --- the demo class ---------------------------------------------------------------------------------
@@ -406,8 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["kernel"] and len(argv) == 2:
         sandbox_kernel(argv[1])
-    if argv[:1] == ["kernel-inner"] and len(argv) == 2:
-        _sandbox_inner(argv[1])
+    if argv == ["check"]:
+        from hpclab import answers
+
+        return answers.check_main()
     p = argparse.ArgumentParser(prog="python -m hpclab.grading",
                                 description="grade hpclab labs with nbgrader (see grader/README.md)")
     sub = p.add_subparsers(dest="step", required=True)
@@ -422,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("lab")
         if name == "autograde":
             q.add_argument("--timeout", type=int, help="seconds per cell (default: config's)")
+            q.add_argument("--unconfined", action="store_true",
+                           help="no sandbox: only for your own test notebooks, never students'")
     c = sub.add_parser("collect", help="collect <student-id>.zip files (LMS download)")
     c.add_argument("course")
     c.add_argument("lab")
@@ -446,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         elif a.step == "collect":
             print("collected:", " ".join(collect(a.course, a.lab, a.downloads)))
         elif a.step == "autograde":
-            autograde(a.course, a.lab, a.timeout)
+            autograde(a.course, a.lab, a.timeout, a.unconfined)
             for student, cells in sorted(cell_scores(a.course, a.lab).items()):
                 got, mx = sum(v[0] for v in cells.values()), sum(v[1] for v in cells.values())
                 print(f"{student:16s} {got:g} / {mx:g}")
@@ -483,6 +474,154 @@ EXPECTED_LOST = {
     "snoop": set(),                                  # tries to read hidden tests / write gradebook
     "forged": {"test-latency", "test-bandwidth", "test-nhalf", "test-unknown"},  # edited data
     "nodata": {"test-latency", "test-bandwidth", "test-nhalf", "test-unknown"},  # no runs packed
+    # the hostile wing: each tries one way out of the sandbox, then answers right (HOSTILE)
+    "sbatch": set(),                                 # submits a Slurm job
+    "signal": set(),                                 # signals a process outside (and pid 1)
+    "network": set(),                                # connects to the cluster's ports, and out
+    "secrets": set(),                                # /etc/shadow, Slurm's config, the munge key and socket
+    "others": set(),                                 # another student's and the instructor's files
+    "write": set(),                                  # writes outside its scratch (venv .pth, course, package)
+    "forkbomb": set(),                               # forks up to 1000 processes
+    "membomb": {"test-unknown"},                     # 3 GiB in its last answer cell: that cell dies
+    "patch": {"test-latency", "test-nhalf", "test-unknown"},  # two wrong numbers, patched builtins/
+                                                     # math/numpy/hpclab, an answer equal to anything
+}
+HOSTILE_KINDS = ("sbatch", "signal", "network", "secrets", "others", "write", "forkbomb",
+                 "membomb", "patch")
+
+# Each attempt prints "ATTEMPT <name>: blocked (...)" or "ATTEMPT <name>: SUCCEEDED (...)";
+# run_demo also checks from outside (Slurm accounting, the sleeper's life, checksums, files).
+# @NAME@ placeholders are filled in by run_demo.
+HOSTILE = {
+    "sbatch": r'''
+import subprocess
+_out = []
+for _cmd in (["sbatch", "--job-name=@NONCE@", "--wrap", "id > /tmp/escaped"],
+             ["sbatch", "--job-name=@NONCE@", "--wrap", "id"],):
+    try:
+        _p = subprocess.run(_cmd, capture_output=True, text=True, timeout=20,
+                            env={"PATH": "/usr/bin:/bin", "SLURM_CONF": "@STATE@/etc/slurm.conf"})
+        _out.append((_p.returncode, (_p.stdout + _p.stderr).strip()[-120:]))
+    except Exception as _e:
+        _out.append((-1, repr(_e)))
+print("ATTEMPT sbatch:", "SUCCEEDED" if any(rc == 0 for rc, _ in _out) else "blocked", _out)
+''',
+    "signal": r'''
+import os, signal
+_out = []
+for _pid in (@SLEEPER@, 1):
+    try:
+        os.kill(_pid, signal.SIGTERM)
+        _out.append((_pid, "sent"))
+    except OSError as _e:
+        _out.append((_pid, _e.strerror))
+print("ATTEMPT signal:", "SUCCEEDED" if any(r == "sent" for _, r in _out) else "blocked", _out)
+''',
+    "network": r'''
+import socket
+_out = []
+for _addr in [("127.0.0.1", p) for p in (6917, 6918, 6919, 13306)] + [("10.213.0.1", 6917), ("1.1.1.1", 53)]:
+    try:
+        socket.create_connection(_addr, timeout=3).close()
+        _out.append((_addr, "connected"))
+    except OSError as _e:
+        _out.append((_addr, _e.strerror or repr(_e)))
+print("ATTEMPT network:", "SUCCEEDED" if any(r == "connected" for _, r in _out) else "blocked", _out)
+''',
+    "secrets": r'''
+import glob, socket
+_read = []
+for _path in ["/etc/shadow", "/etc/slurm/slurm.conf", "@STATE@/etc/slurm.conf", "@STATE@/etc/db.password",
+              *glob.glob("@DAEMON@/munge/*"), "/root/.bash_history", "/proc/1/environ"]:
+    try:
+        with open(_path, "rb") as _fh:
+            _fh.read(1)
+        _read.append(_path)
+    except OSError:
+        pass
+try:
+    _s = socket.socket(socket.AF_UNIX)
+    _s.connect("@DAEMON@/munge/munge.socket")
+    _read.append("munge.socket (connected)")
+except OSError:
+    pass
+print("ATTEMPT secrets:", "SUCCEEDED" if _read else "blocked", "read:", _read)
+''',
+    "others": r'''
+import glob, os
+_read = []
+for _pattern in ("@COURSE@/source/*/*.ipynb", "@COURSE@/gradebook.db", "@COURSE@/submitted/*/*/*.ipynb",
+                 "@COURSE@/autograded/*/*/*.ipynb", "@COURSE@/students/*/*.ipynb", "@REPO@/labs/*/*.ipynb",
+                 "../../*/lab-transports/*.ipynb", "../../../source/*/*.ipynb"):
+    for _path in glob.glob(_pattern):
+        if os.path.abspath(_path) == os.path.abspath("lab-transports.ipynb"):
+            continue
+        try:
+            with open(_path, "rb") as _fh:
+                _fh.read(1)
+            _read.append(_path)
+        except OSError:
+            pass
+print("ATTEMPT others:", "SUCCEEDED" if _read else "blocked", "read:", _read)
+''',
+    "write": r'''
+import site, os
+_targets = ["@COURSE@/HOSTILE", "@COURSE@/gradebook.db", "@COURSE@/source/lab-transports/lab-transports.ipynb",
+            "@REPO@/hpclab/hostile.py", "@VENV_SITE@/hostile.pth", "@REPO@/labs/HOSTILE", "/etc/HOSTILE",
+            "/var/tmp/HOSTILE", "/dev/shm/HOSTILE"]
+_written = []
+for _path in _targets:
+    try:
+        with open(_path, "a") as _fh:
+            _fh.write("import os\n")
+        _written.append(_path)
+    except OSError:
+        pass
+with open("PLANTED", "w") as _fh:      # the working copy is writable, but only a copy
+    _fh.write("x")
+print("ATTEMPT write:", "SUCCEEDED" if _written else "blocked", "written:", _written)
+''',
+    "forkbomb": r'''
+import os, time
+_kids, _err = [], None
+for _i in range(1000):
+    try:
+        _pid = os.fork()
+    except OSError as _e:
+        _err = _e
+        break
+    if _pid == 0:
+        time.sleep(2)
+        os._exit(0)
+    _kids.append(_pid)
+for _pid in _kids:
+    os.waitpid(_pid, 0)
+print("ATTEMPT forkbomb:", "blocked" if _err else "SUCCEEDED", f"({len(_kids)} processes, then {_err!r})")
+''',
+    "membomb": r'''
+_chunks = []
+for _i in range(48):                    # 3 GiB in 64 MiB pieces, every page touched
+    _b = bytearray(64 << 20)
+    _b[::4096] = b"\1" * len(range(0, 64 << 20, 4096))
+    _chunks.append(_b)
+print("ATTEMPT membomb: SUCCEEDED", len(_chunks) * 64, "MiB")
+''',
+    "patch": r'''
+import builtins, math, numpy
+from hpclab import grading
+builtins.abs = lambda x: 0
+math.isclose = lambda *a, **k: True
+numpy.isclose = lambda *a, **k: True
+numpy.allclose = lambda *a, **k: True
+grading.reference = lambda lab, lab_dir=".": {"latency_us": latency_us, "bandwidth_mb_s": bandwidth_mb_s,
+                                               "n_half_tcp": n_half_tcp, "unlabelled_transport": unlabelled_transport}
+class _Anything(str):
+    def __eq__(self, other):
+        return True
+    __hash__ = str.__hash__
+unlabelled_transport = _Anything("neither")
+print("ATTEMPT patch: patched abs, math.isclose, numpy.isclose, grading.reference; answer equal to anything")
+''',
 }
 
 SNOOP = r'''
@@ -561,7 +700,7 @@ def _edit(nb, gid, fn):
     raise KeyError(gid)
 
 
-def _student_notebook(kind: str, release_nb, source_nb):
+def _student_notebook(kind: str, release_nb, source_nb, fill: dict | None = None):
     import copy
 
     if kind == "unchanged":
@@ -584,6 +723,19 @@ def _student_notebook(kind: str, release_nb, source_nb):
                     if c.metadata.get("nbgrader", {}).get("grade_id") != "test-unknown"]
     if kind == "snoop":
         _edit(nb, "fit", lambda s: SNOOP + "\n" + s)
+    if kind in HOSTILE:
+        code = HOSTILE[kind]
+        for key, value in (fill or {}).items():
+            code = code.replace(f"@{key}@", str(value))
+        if kind == "patch":          # two wrong numbers (as "wrong"), then the patches
+            _edit(nb, "fit", lambda s: s.replace("print(", 'latency_us["shm"] *= 1.5\nprint(', 1))
+            _edit(nb, "nhalf", lambda s: s.replace('latency_us["tcp"] * bandwidth_mb_s["tcp"]',
+                                                    'latency_us["tcp"] / bandwidth_mb_s["tcp"]'))
+            _edit(nb, "unknown", lambda s: s + "\n" + code)
+        elif kind == "membomb":      # in the last answer cell, before its answer
+            _edit(nb, "unknown", lambda s: code + "\n" + s)
+        else:
+            _edit(nb, "fit", lambda s: code + "\n" + s)
     return nb
 
 
@@ -598,9 +750,122 @@ def _forge(lab_dir: Path) -> None:
     path.write_text(json.dumps(doc, indent=1))
 
 
-def _tree_state(root: Path) -> dict[str, tuple]:
-    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))
-            if p.is_file()}
+def _checksums(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """SHA-256 of every file below root (or of root itself), keyed by path; names in skip
+    (first level below root) left out. A missing root gives {}."""
+    import hashlib
+
+    root = Path(root)
+    if root.is_file():
+        return {str(root): hashlib.sha256(root.read_bytes()).hexdigest()}
+    out = {}
+    for p in sorted(root.rglob("*")) if root.is_dir() else []:
+        if p.relative_to(root).parts[0] in skip or not p.is_file() or p.is_symlink():
+            continue
+        try:
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+        except OSError as exc:       # e.g. a socket or a file another process just removed
+            out[str(p)] = f"unreadable: {exc.strerror}"
+    return out
+
+
+def _guarded(course: Path, runs: dict[str, Path]) -> dict[str, Path]:
+    """What autograde must leave byte-identical: the course tree apart from what autograde
+    writes, the runs the class packed, the lab sources, the package, the venv's site-packages
+    top level (a .pth there would run in the grader), the cluster's configuration."""
+    import site
+
+    out = {"course": course, "labs": _labs_dir(), "package": Path(__file__).resolve().parent,
+           "cluster-etc": paths.state_dir() / "etc", "etc-slurm": Path("/etc/slurm"),
+           "munge": paths.daemon_state_dir() / "munge" / "munge.key"}
+    for i, run in enumerate(sorted(runs.values())):
+        out[f"run{i}"] = Path(run)
+    for sp in site.getsitepackages():
+        out[f"site:{sp}"] = Path(sp)
+    return out
+
+
+def _snapshot(guarded: dict[str, Path]) -> dict[str, dict]:
+    skip = {"course": ("autograded", "feedback", "gradebook.db", "logs", "grades.csv")}
+    out = {}
+    for name, root in guarded.items():
+        if name.startswith("site:"):       # top level only (tens of thousands of files below)
+            out[name] = {str(p): _checksums(p).get(str(p), "") for p in sorted(root.glob("*"))
+                         if p.is_file()}
+        else:
+            out[name] = _checksums(root, skip.get(name, ()))
+    return out
+
+
+def _slurm_jobs_named(name: str, since: str) -> list[str]:
+    """Jobs with this name, or of the sandbox's user, in Slurm's accounting since `since`
+    (sacct -S), and in the queue. Raises HpclabError when Slurm cannot be asked."""
+    from hpclab import sandbox
+
+    found = []
+    for cmd in (["sacct", "-a", "-X", "-n", "-P", "-S", since, "--name", name, "-o", "JobID,JobName,User"],
+                ["sacct", "-X", "-n", "-P", "-S", since, "-u", sandbox.GRADER_USER, "-o", "JobID,JobName,User"],
+                ["squeue", "-h", "-n", name, "-o", "%i %j %u"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 and "Invalid user" not in proc.stderr:
+            raise HpclabError(f"{' '.join(cmd[:2])} failed: {proc.stderr.strip()}",
+                              "the demo needs the local cluster (hpclab cluster up)")
+        found += [l for l in proc.stdout.splitlines() if l.strip()]
+    return found
+
+
+def _cell_text(nb_path: Path, gid: str) -> tuple[str, list[str]]:
+    """(stdout text, error names) of one cell of an autograded notebook."""
+    import nbformat
+
+    if not nb_path.is_file():
+        return "", ["missing notebook"]
+    for cell in nbformat.read(nb_path, as_version=4).cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == gid:
+            text = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                           if o.get("output_type") == "stream")
+            return text, [o.get("ename") for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    return "", ["no such cell"]
+
+
+def _hostile_verdicts(course: Path, fill: dict, students, sleeper, jobs: list[str]) -> dict[str, str]:
+    """{kind: "" when each attempt of the hostile wing was blocked, else what got through}."""
+    from hpclab import sandbox
+
+    out = {}
+    for kind in [k for k in students if k in HOSTILE]:
+        nb = course / "autograded" / kind / DEMO_LAB / f"{DEMO_LAB}.ipynb"
+        cell = "unknown" if kind == "membomb" else "fit"
+        text, errors = _cell_text(nb, cell)
+        problems = []
+        if kind == "membomb":
+            if not set(errors) & {"KernelDied", "MemoryError"} or "SUCCEEDED" in text:
+                problems.append(f"the memory bomb was not stopped (errors {errors})")
+        elif kind != "patch":
+            line = next((l for l in text.splitlines() if l.startswith(f"ATTEMPT {kind}:")), "")
+            if not line.startswith(f"ATTEMPT {kind}: blocked"):
+                problems.append(line or f"no ATTEMPT line (errors {errors})")
+        if kind == "sbatch" and jobs:
+            problems.append(f"Slurm saw jobs: {jobs}")
+        if kind == "signal" and sleeper.poll() is not None:
+            problems.append("the sleeper outside the sandbox died")
+        if kind == "write":
+            made = [t for t in (course / "HOSTILE", paths.repo() / "hpclab" / "hostile.py",
+                                Path(fill["VENV_SITE"]) / "hostile.pth", paths.repo() / "labs" / "HOSTILE",
+                                Path("/etc/HOSTILE"), Path("/var/tmp/HOSTILE"), Path("/dev/shm/HOSTILE"),
+                                nb.parent / "PLANTED") if t.exists()]
+            if made:
+                problems.append(f"files written outside the sandbox: {made}")
+        if kind == "forkbomb":
+            line = next((l for l in text.splitlines() if l.startswith("ATTEMPT forkbomb:")), "")
+            try:
+                n = int(line.split("(")[1].split()[0])
+            except (IndexError, ValueError):
+                n = -1
+            if not 0 <= n <= sandbox.Limits().processes:
+                problems.append(f"forked {n} processes (limit {sandbox.Limits().processes})")
+        out[kind] = "; ".join(problems)
+    return out
 
 
 def run_demo(course_dir: str | Path | None = None, students=None, timeout: int = 15,
@@ -608,13 +873,16 @@ def run_demo(course_dir: str | Path | None = None, students=None, timeout: int =
     """Run the simulated class through release, zip collect, autograde, feedback and export.
 
     course_dir: new folder (default build/grade-demo/<time>); students: kinds from EXPECTED_LOST
-    (default all); timeout: seconds per cell while autograding; runs_root: where the class's
-    real runs are found or made (default runs/). Returns {"course", "csv",
-    "lines" (one per student), "scores" {student: (score, max)}, "expected" {student: score},
-    "cells" (cell_scores), "flags" (tampered_cells),
-    "feedback" [html files], "ok" (every score as expected), "untouched" (files outside the
-    submissions unchanged)}."""
+    (default all, the hostile wing included); timeout: seconds per cell while autograding;
+    runs_root: where the class's real runs are found or made (default runs/). Returns {"course",
+    "csv", "lines" (one per student), "scores" {student: (score, max)}, "expected" {student: score},
+    "cells" (cell_scores), "flags" (tampered_cells), "feedback" [html files],
+    "hostile" {kind: "" if blocked, else what got through}, "jobs" (Slurm jobs the class made:
+    none expected), "changed" [guarded trees whose checksums changed], "autograde_s" (seconds),
+    "ok" (every score as expected, every attempt blocked, nothing changed), "untouched"
+    (nothing outside the submissions changed)}."""
     import time
+    import uuid
 
     import nbformat
 
@@ -624,7 +892,7 @@ def run_demo(course_dir: str | Path | None = None, students=None, timeout: int =
     unknown = [s for s in students if s not in EXPECTED_LOST]
     if unknown:
         raise HpclabError(f"unknown demo students {unknown}", f"choose from {list(EXPECTED_LOST)}")
-    course = Path(course_dir or paths.build_dir() / "grade-demo" / time.strftime("%Y%m%d-%H%M%S"))
+    course = Path(course_dir or paths.build_dir() / "grade-demo" / time.strftime("%Y%m%d-%H%M%S")).resolve()
     runs = demo_runs(runs_root)
     init_course(course, [DEMO_LAB])
     release(course, DEMO_LAB)
@@ -636,23 +904,40 @@ def run_demo(course_dir: str | Path | None = None, students=None, timeout: int =
     total = sum(points.values())
     work, downloads = course / "students", course / "lms-download"
     downloads.mkdir(parents=True)
-    for kind in students:
-        lab_dir = work / kind
-        lab_dir.mkdir(parents=True)
-        nbformat.write(_student_notebook(kind, release_nb, source_nb), lab_dir / nb_name)
-        if kind != "nodata":
-            labdata.pack(runs, lab_dir)
-        if kind == "forged":
-            _forge(lab_dir)
-        with zipfile.ZipFile(downloads / f"{kind}.zip", "w") as z:
-            for p in sorted(lab_dir.rglob("*")):
-                if p.is_file():
-                    z.write(p, p.relative_to(lab_dir))
-    collect(course, DEMO_LAB, downloads)
-    guarded = {"source": course / "source", "students": work, "labs": _labs_dir()}
-    before = {k: _tree_state(v) for k, v in guarded.items()}
-    autograde(course, DEMO_LAB, timeout=timeout)
-    untouched = all(_tree_state(v) == before[k] for k, v in guarded.items())
+    import site
+
+    sleeper = subprocess.Popen(["sleep", "3600"])      # a process outside the sandbox
+    fill = {"NONCE": f"hpclab-hostile-{uuid.uuid4().hex[:8]}", "SLEEPER": sleeper.pid,
+            "COURSE": course, "REPO": paths.repo(), "STATE": paths.state_dir().resolve(),
+            "DAEMON": paths.daemon_state_dir(), "VENV_SITE": site.getsitepackages()[0]}
+    try:
+        for kind in students:
+            lab_dir = work / kind
+            lab_dir.mkdir(parents=True)
+            nbformat.write(_student_notebook(kind, release_nb, source_nb, fill), lab_dir / nb_name)
+            if kind != "nodata":
+                labdata.pack(runs, lab_dir)
+            if kind == "forged":
+                _forge(lab_dir)
+            with zipfile.ZipFile(downloads / f"{kind}.zip", "w") as z:
+                for p in sorted(lab_dir.rglob("*")):
+                    if p.is_file():
+                        z.write(p, p.relative_to(lab_dir))
+        collect(course, DEMO_LAB, downloads)
+        guarded = _guarded(course, runs)
+        before = _snapshot(guarded)
+        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
+        t0 = time.monotonic()
+        autograde(course, DEMO_LAB, timeout=timeout)
+        seconds = time.monotonic() - t0
+        after = _snapshot(guarded)
+        changed = sorted(k for k in guarded if before[k] != after[k])
+        jobs = _slurm_jobs_named(fill["NONCE"], since) if "sbatch" in students else []
+        hostile = _hostile_verdicts(course, fill, students, sleeper, jobs)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    untouched = not changed
     html = feedback(course, DEMO_LAB)
     csv_path = course / "grades.csv"
     rows = export(course, csv_path)
@@ -661,21 +946,28 @@ def run_demo(course_dir: str | Path | None = None, students=None, timeout: int =
     expected = {s: total - sum(points[g] for g in EXPECTED_LOST[s]) for s in students}
     cells = cell_scores(course, DEMO_LAB)
     flags = tampered_cells(course, DEMO_LAB)
-    lines, ok = [], untouched
+    lines, ok = [], untouched and not jobs and not any(hostile.values())
     for s in students:
         got, mx = scores.get(s, (float("nan"), float("nan")))
         lost = {g for g, (sc, m) in cells.get(s, {}).items() if sc < m}
-        good = got == expected[s] and mx == total and lost == EXPECTED_LOST[s]
+        good = got == expected[s] and mx == total and lost == EXPECTED_LOST[s] and not hostile.get(s)
         ok &= good
         flag = ", ".join(f"{g} {how}" for g, how in sorted(flags.get(s, {}).items()))
+        note = ("   attempt blocked" if s in hostile and not hostile[s]
+                else f"   GOT THROUGH: {hostile[s]}" if s in hostile else "")
         lines.append(f"{s:10s} {got:4g} / {mx:g}   expected {expected[s]:g}   "
                      f"{'ok' if good else 'WRONG'}   lost: {', '.join(sorted(lost)) or '-'}"
-                     + (f"   flagged: {flag}" if flag else ""))
-    if not untouched:
-        lines.append("files outside the submissions changed during autograde")
+                     + (f"   flagged: {flag}" if flag else "") + note)
+    if changed:
+        lines.append(f"changed during autograde (checksums): {', '.join(changed)}")
+    if jobs:
+        lines.append(f"Slurm jobs submitted during autograde: {jobs}")
+    lines.append(f"autograde: {seconds:.1f} s for {len(students)} submissions "
+                 f"({seconds / len(students):.1f} s each)")
     return {"course": str(course), "csv": str(csv_path), "lines": lines, "scores": scores,
-            "expected": expected, "cells": cells, "flags": flags, "feedback": html, "ok": ok, "untouched": untouched}
-
+            "expected": expected, "cells": cells, "flags": flags, "feedback": html,
+            "hostile": hostile, "jobs": jobs, "changed": changed, "autograde_s": seconds,
+            "ok": ok, "untouched": untouched}
 
 if __name__ == "__main__":
     sys.exit(main())
