@@ -25,6 +25,14 @@ Events table: one row per event, sorted by (rank, seq), index 0..n-1.
 | recv_peer   | int64  | Sendrecv only: matched source of the receive part, else -1 |
 | recv_tag    | int64  | Sendrecv only: matched tag of the receive part, else -1 |
 | recv_bytes  | int64  | Sendrecv only: bytes received, else 0 |
+| cpu_enter   | int64  | ns, CPU time of the rank (its calling thread) at entry; -1 not recorded |
+| cpu_exit    | int64  | ns, CPU time at exit; -1 not recorded |
+
+The two CPU columns are optional on input (`normalise` adds them as -1): traces of a tracer
+without CPU times, built traces and replayed traces have none. They are on the rank's own clock
+(no offset applies); only differences within a rank mean something. A compute burst's CPU time
+(cpu_enter of an event minus cpu_exit of the one before) is how long the rank ran in it; its
+wall time minus that is time the rank was switched out (see `bursts`).
 
 For MPI_Sendrecv, peer/tag/bytes describe the send part. The gap between one event's t_exit and
 the next event's t_enter on the same rank is compute (a "burst"). Region markers are zero-width
@@ -65,6 +73,8 @@ INT_COLUMNS = ("rank", "seq", "t_enter", "t_exit", "peer", "tag", "comm", "bytes
                "root", "recv_peer", "recv_tag", "recv_bytes")
 COLUMNS = ("rank", "seq", "t_enter", "t_exit", "call", "peer", "tag", "comm", "bytes", "req",
            "completes", "root", "name", "recv_peer", "recv_tag", "recv_bytes")
+# optional on input; normalise adds them as -1 (not recorded)
+CPU_COLUMNS = ("cpu_enter", "cpu_exit")
 
 
 @dataclass
@@ -124,6 +134,15 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
             f"the events table lacks the column(s) {', '.join(missing)}; it is not an hpclab trace",
             "load traces with hpclab.trace.load.load_run(run_dir), or build them with TraceBuilder")
     out = pd.DataFrame(index=range(len(df)))
+    for c in CPU_COLUMNS:
+        if c not in df.columns:
+            out[c] = np.full(len(df), -1, dtype=np.int64)
+        else:
+            try:
+                out[c] = df[c].to_numpy().astype(np.int64)
+            except (TypeError, ValueError) as err:
+                raise HpclabError(f"events column {c!r} is not integer ({err})",
+                                  "check the loader output against hpclab/trace/events.py") from None
     for c in INT_COLUMNS:
         try:
             out[c] = df[c].to_numpy().astype(np.int64)
@@ -139,8 +158,47 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
     out["completes"] = pd.Series(
         [tuple(int(x) for x in v) if isinstance(v, (tuple, list, np.ndarray)) else ()
          for v in df["completes"]], index=out.index, dtype=object)
-    out = out[list(COLUMNS)]
+    out = out[list(COLUMNS + CPU_COLUMNS)]
     return out.sort_values(["rank", "seq"], kind="stable").reset_index(drop=True)
+
+
+def has_cpu_time(ev: pd.DataFrame) -> bool:
+    """Whether the events carry CPU times (every event of the table)."""
+    return all(c in ev.columns for c in CPU_COLUMNS) and len(ev) > 0 and \
+        bool((ev["cpu_enter"].to_numpy() >= 0).all() and (ev["cpu_exit"].to_numpy() >= 0).all())
+
+
+def bursts(ev: pd.DataFrame, use: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    """Per event, the compute burst before it on its rank, in ns (0 for a rank's first event),
+    and a mask of the events whose burst is CPU time.
+
+    use="wall": the gap between the previous event's exit and this one's entry. use="cpu":
+    where both events carry CPU times, the CPU time the rank ran in that gap (Dimemas' CPU
+    burst), capped at the wall gap (a thread cannot run longer than the time that passed;
+    only the clocks' own read order could make it look so); elsewhere the wall gap. Negative
+    gaps (clock glitches) count as 0."""
+    if use not in ("cpu", "wall"):
+        raise HpclabError(f"bursts: use={use!r}; allowed: 'cpu', 'wall'")
+    rank = ev["rank"].to_numpy()
+    te = ev["t_enter"].to_numpy()
+    tx = ev["t_exit"].to_numpy()
+    n = len(ev)
+    wall = np.zeros(n, dtype=np.int64)
+    same = rank[1:] == rank[:-1]
+    wall[1:] = np.where(same, te[1:] - tx[:-1], 0)
+    np.maximum(wall, 0, out=wall)
+    is_cpu = np.zeros(n, dtype=bool)
+    if use == "wall" or "cpu_enter" not in ev.columns or n == 0:
+        return wall, is_cpu
+    ce = ev["cpu_enter"].to_numpy()
+    cx = ev["cpu_exit"].to_numpy()
+    is_cpu[1:] = same & (ce[1:] >= 0) & (cx[:-1] >= 0)
+    if not is_cpu.any():
+        return wall, is_cpu
+    cpu = np.zeros(n, dtype=np.int64)
+    cpu[1:] = ce[1:] - cx[:-1]
+    out = np.where(is_cpu, np.clip(cpu, 0, wall), wall)
+    return out, is_cpu
 
 
 def call_codes(ev: pd.DataFrame) -> np.ndarray:

@@ -27,9 +27,11 @@ from hpclab.errors import HpclabError
 from hpclab.trace.events import Trace, empty_events, normalise
 
 MAGIC = b"MPITRACE"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)  # version 1: no CPU times (traces recorded before the tracer had them)
 HEADER_SIZE = 512
-RECORD_SIZE = 56
+RECORD_SIZE = 72
+RECORD_SIZES = {1: 56, 2: 72}
 FILE_RE = re.compile(r"^rank-(\d{6,})\.mpit$")
 FLAG_FINALIZED = 1
 FLAG_ATEXIT = 2
@@ -40,11 +42,15 @@ HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("header_size", "<u4"),
                    ("record_size", "<u4"), ("rank", "<i4"), ("size", "<i4"), ("flags", "<u4"),
                    ("clock_id", "<i4"), ("thread_level", "<i4"), ("nrecords", "<i8"),
                    ("pid", "<i8"), ("sync_init", SYNC), ("sync_final", SYNC), ("host", "S256"),
-                   ("pad", "V136")])
-RECORD = np.dtype([("call", "<u2"), ("nextra", "<u2"), ("seq", "<u4"), ("t_enter", "<i8"),
-                   ("t_exit", "<i8"), ("bytes", "<i8"), ("peer", "<i4"), ("tag", "<i4"),
-                   ("comm", "<i4"), ("req", "<i4"), ("aux", "<i4"), ("pad", "<i4")])
+                   ("cpu_clock_id", "<i4"), ("pad0", "<i4"), ("cpu_interval", "<i8"),
+                   ("pad", "V120")])
+RECORD_V1 = np.dtype([("call", "<u2"), ("nextra", "<u2"), ("seq", "<u4"), ("t_enter", "<i8"),
+                      ("t_exit", "<i8"), ("bytes", "<i8"), ("peer", "<i4"), ("tag", "<i4"),
+                      ("comm", "<i4"), ("req", "<i4"), ("aux", "<i4"), ("pad", "<i4")])
+RECORD = np.dtype(RECORD_V1.descr + [("cpu_enter", "<i8"), ("cpu_exit", "<i8")])
+RECORDS = {1: RECORD_V1, 2: RECORD}
 assert HEADER.itemsize == HEADER_SIZE and RECORD.itemsize == RECORD_SIZE
+assert all(RECORDS[v].itemsize == RECORD_SIZES[v] for v in VERSIONS)
 
 # Call codes of src/mpitrace/format.h (tests/trace/test_load.py checks they agree).
 CALLS = {
@@ -110,12 +116,19 @@ def read_header(path: Path) -> dict:
         raise HpclabError(f"{path} {what}: not an mpitrace file",
                           "remove foreign files named rank-*.mpit from the trace folder")
     h = np.frombuffer(raw, dtype=HEADER)[0]
-    if h["version"] != VERSION or h["record_size"] != RECORD_SIZE or h["header_size"] != HEADER_SIZE:
+    version = int(h["version"])
+    if version not in VERSIONS or h["record_size"] != RECORD_SIZES[version] \
+            or h["header_size"] != HEADER_SIZE:
         raise HpclabError(f"{path} is mpitrace format version {h['version']} (record size "
-                          f"{h['record_size']}); this loader reads version {VERSION}",
+                          f"{h['record_size']}); this loader reads versions "
+                          f"{', '.join(map(str, VERSIONS))}",
                           "load it with the hpclab version that recorded it, or re-run the program")
     out = {k: h[k].item() for k in ("version", "rank", "size", "flags", "clock_id",
                                     "thread_level", "nrecords", "pid")}
+    # version 1 has padding (zeros) where version 2 keeps the CPU clock's id
+    out["cpu_clock_id"] = int(h["cpu_clock_id"]) if version >= 2 else None
+    out["cpu_interval"] = int(h["cpu_interval"]) if version >= 2 else None
+    out["record_size"] = RECORD_SIZES[version]
     out["host"] = h["host"].split(b"\0")[0].decode(errors="replace")
     for s in ("sync_init", "sync_final"):
         out[s] = {k: h[s][k].item() for k in SYNC.names}
@@ -124,12 +137,14 @@ def read_header(path: Path) -> dict:
 
 def _read_records(path: Path, head: dict, problems: list[str]) -> np.ndarray:
     size = path.stat().st_size
-    whole, tail = divmod(size - HEADER_SIZE, RECORD_SIZE)
+    rsize = head.get("record_size", RECORD_SIZE)
+    whole, tail = divmod(size - HEADER_SIZE, rsize)
     rank = head["rank"]
-    rec = np.fromfile(path, dtype=RECORD, count=whole, offset=HEADER_SIZE)
+    rec = np.fromfile(path, dtype=RECORDS[head.get("version", VERSION)], count=whole,
+                      offset=HEADER_SIZE)
     if tail:
         problems.append(f"{path} (rank {rank}) is truncated: record {whole} is cut off after "
-                        f"{tail} of {RECORD_SIZE} bytes")
+                        f"{tail} of {rsize} bytes")
     if head["nrecords"] > whole:
         problems.append(f"{path} (rank {rank}) is truncated: the header counts "
                         f"{head['nrecords']} records, the file holds {whole}")
@@ -157,7 +172,7 @@ def _read_records(path: Path, head: dict, problems: list[str]) -> np.ndarray:
 def _definitions(rec: np.ndarray, path: Path) -> tuple[dict, dict, np.ndarray]:
     """Strings and communicators defined in a rank's records, and the mask of chunk records."""
     strings, comms = {}, {}
-    raw = rec.view(np.uint8).reshape(-1, RECORD_SIZE)
+    raw = rec.view(np.uint8).reshape(-1, rec.dtype.itemsize)
     is_chunk = np.zeros(len(rec), dtype=bool)
     for i in np.flatnonzero((rec["call"] == DEF_STRING) | (rec["call"] == DEF_COMM)):
         k, n = int(rec["nextra"][i]), int(rec["bytes"][i])
@@ -231,6 +246,12 @@ def _rank_events(rec: np.ndarray, head: dict, path: Path, counts: Counter) -> tu
         "bytes": events["bytes"].astype(np.int64),
         "req": events["req"].astype(np.int64),
         "aux": events["aux"].astype(np.int64),
+        # CPU time of the rank's calling thread (own clock, no offset: only differences within
+        # the rank mean something); -1: not recorded (a version 1 trace)
+        "cpu_enter": events["cpu_enter"].astype(np.int64) if "cpu_enter" in events.dtype.names
+        else np.full(n, -1, dtype=np.int64),
+        "cpu_exit": events["cpu_exit"].astype(np.int64) if "cpu_exit" in events.dtype.names
+        else np.full(n, -1, dtype=np.int64),
     })
     df["root"] = np.where(np.isin(names, ROOTED), df["aux"], -1)
     is_region = np.isin(names, ("region_begin", "region_end"))
@@ -395,9 +416,24 @@ def load_dir(path: str | os.PathLike, strict: bool = True, cache: bool | None = 
     else:
         done_seq, events = np.zeros(0, dtype=np.int64), empty_events()
     mapped = {f"{k} -> {AS_CONTRACT[k] or 'dropped'}": v for k, v in counts.items() if k in AS_CONTRACT}
+    versions = sorted({h["version"] for h in heads.values()})
+    no_cpu = sorted(r for r, h in heads.items() if h["version"] < 2)
+    if no_cpu:
+        # not a problem: the trace loads and analyses as before, on wall-time bursts
+        note = (f"ranks {no_cpu[:8]}{' ...' if len(no_cpu) > 8 else ''} were recorded by a tracer "
+                "without CPU times (format version 1): their compute bursts are wall time, which "
+                "includes any time the rank was switched out; re-record to separate the two")
+    else:
+        note = ""
     rtts = [v for s in sync.values() for v in (s["rtt_init_ns"], s["rtt_final_ns"]) if v]
     meta = {
-        "source": str(folder), "format_version": VERSION, "nranks": size, "records": total,
+        "source": str(folder), "format_version": versions[-1] if versions else VERSION,
+        "format_versions": versions, "nranks": size, "records": total,
+        "cpu_time": not no_cpu,
+        "cpu_clock": "CLOCK_THREAD_CPUTIME_ID of the thread that made the call" if not no_cpu else None,
+        # ns between reads of the CPU clock: shorter switch-outs count as running
+        "cpu_interval_ns": max((h["cpu_interval"] or 0) for h in heads.values()) if not no_cpu else None,
+        "cpu_time_note": note,
         "clock": "CLOCK_MONOTONIC, corrected to rank 0 by the smallest offsets the ping-pongs at Init "
                  "and Finalize allow",
         "clock_sync": sync,

@@ -1,4 +1,4 @@
-/* format.h - on-disk layout of an mpitrace rank file (version 1). FORMAT.md explains it.
+/* format.h - on-disk layout of an mpitrace rank file (version 2). FORMAT.md explains it.
  *
  * Every field is little-endian (the machines the course runs on). The Python loader
  * (hpclab/trace/load.py) mirrors these structs as numpy dtypes; tests/trace/test_load.py
@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 #define MT_MAGIC "MPITRACE"
-#define MT_VERSION 1
+#define MT_VERSION 2 /* 2: CPU time at entry and exit of every event (records of 72 bytes) */
 #define MT_HEADER_SIZE 512
-#define MT_RECORD_SIZE 56
+#define MT_RECORD_SIZE 72
 #define MT_HOST_LEN 256
 
 /* Call codes. Keep in step with CALLS in hpclab/trace/load.py (a test checks). */
@@ -32,7 +32,7 @@ enum mt_call {
     /* Definition records: `nextra` payload chunks follow. */
     MT_DEF_STRING = 300,     /* aux = string id, bytes = length; payload = the name */
     MT_DEF_COMM = 301,       /* comm = id, peer = size, bytes = 4*size; payload = int32 world ranks */
-    MT_CHUNK = 302           /* 54 payload bytes after the 2-byte call code */
+    MT_CHUNK = 302           /* MT_RECORD_SIZE - 2 payload bytes after the 2-byte call code */
 };
 
 /* Peer values that are not ranks. */
@@ -57,6 +57,8 @@ typedef struct {
     int32_t req;        /* tool request id, -1 if none */
     int32_t aux;        /* root (collectives), string id (regions), kind (completions) */
     int32_t pad;
+    int64_t cpu_enter;  /* ns, CPU time of the calling thread at entry (version 2) */
+    int64_t cpu_exit;   /* ns, CPU time of the calling thread at exit */
 } mt_record;
 
 typedef struct {
@@ -82,7 +84,10 @@ typedef struct {
     mt_sync sync_init;
     mt_sync sync_final;
     char host[MT_HOST_LEN];
-    char pad[MT_HEADER_SIZE - 8 - 4 * 8 - 8 * 2 - 2 * 32 - MT_HOST_LEN];
+    int32_t cpu_clock_id; /* clockid_t of cpu_enter/cpu_exit (3 = CLOCK_THREAD_CPUTIME_ID) */
+    int32_t pad0;
+    int64_t cpu_interval; /* ns of wall time between reads of the CPU clock (FORMAT.md) */
+    char pad[MT_HEADER_SIZE - 8 - 4 * 8 - 8 * 2 - 2 * 32 - MT_HOST_LEN - 16];
 } mt_header;
 
 #define MT_FLAG_FINALIZED 1u  /* MPI_Finalize ran and the file is complete */

@@ -78,6 +78,76 @@ static inline int64_t now(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* CPU time of the calling thread, in ns: how long this rank actually ran.
+ *
+ * CLOCK_THREAD_CPUTIME_ID, not CLOCK_PROCESS_CPUTIME_ID. The replay needs, per compute burst,
+ * how long the burst would take on a dedicated core. The process clock sums every thread of
+ * the process: a burst in which 4 OpenMP threads compute for 1 s reads 4 s, and it also
+ * counts helper threads (Open MPI's and PMIx's progress and listener threads). The calling
+ * thread's clock reads about 1 s: the master thread takes part in every parallel region and
+ * waits at its closing barrier for the others (spinning, hence counted, under libgomp's
+ * default wait policy). What it cannot see: a worker thread switched out while the master
+ * spins for it counts as running. With MPI_THREAD_MULTIPLE each event carries the clock of
+ * the thread that made the call (the stamps below are per thread), so a burst between calls
+ * of two threads means little; the course's programs call MPI from one thread. */
+static inline int64_t cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#ifndef MT_DEFAULT_CPU_INTERVAL
+/* ns of wall time between two reads of the CPU clock (MPITRACE_CPU_INTERVAL_NS; 0 = every
+ * stamp). Well below a scheduler time slice (milliseconds), so a rank switched out for a
+ * slice is always seen; well above the read's cost (a system call: 0.3-1.3 us on the
+ * course's VM, against 0.05 us for the wall clock), so it stays far below 1 % of the run. */
+#define MT_DEFAULT_CPU_INTERVAL 100000
+#endif
+static int64_t cpu_interval = MT_DEFAULT_CPU_INTERVAL;
+
+/* Wall and CPU time of one call boundary. Linux has no vDSO for CPU clocks: reading one at
+ * every entry and exit cost 2 us per event here, twice the goal. So the CPU clock is read
+ * only when cpu_interval of wall time has passed since the last read; in between the rank is
+ * taken to have run all the time since the last stamp (CPU advances with the wall clock).
+ * A switch-out of cpu_interval or longer makes the next stamp come after a read, so it is
+ * counted; shorter ones (interrupts, a short wakeup of another task) count as running, as
+ * they did in wall time. Each stamp's CPU time is kept between the last one's and the last
+ * one's plus the wall time since, so CPU time never decreases and a burst never shows more
+ * CPU than wall time. */
+typedef struct {
+    int64_t wall, cpu;
+} mt_stamp;
+
+static __thread struct {
+    int init;
+    int64_t w_last, c_last, w_read;
+} TS;
+
+static inline mt_stamp stamp(void)
+{
+    mt_stamp s;
+    s.wall = now();
+    int64_t dw = s.wall - TS.w_last;
+    if (!TS.init || s.wall - TS.w_read >= cpu_interval) {
+        int64_t c = cpu_now();
+        TS.w_read = s.wall;
+        if (!TS.init)
+            s.cpu = c;
+        else
+            s.cpu = c < TS.c_last ? TS.c_last : (c > TS.c_last + dw ? TS.c_last + dw : c);
+        TS.init = 1;
+    } else {
+        s.cpu = TS.c_last + dw;
+    }
+    TS.w_last = s.wall;
+    TS.c_last = s.cpu;
+    return s;
+}
+
+#define stamp_enter stamp
+#define stamp_exit stamp
+
 static inline uint64_t key_of(const void *handle, size_t n)
 {
     uint64_t k = 0;
@@ -127,15 +197,18 @@ static mt_record *next_record(void);
 
 static void flush_with_event(void)
 {
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     flush_buffer();
     if (!S.on)
         return;
+    mt_stamp t1 = stamp_exit();
     mt_record *r = next_record();
     r->call = MT_FLUSH;
     r->seq = S.seq++;
-    r->t_enter = t0;
-    r->t_exit = now();
+    r->t_enter = t0.wall;
+    r->t_exit = t1.wall;
+    r->cpu_enter = t0.cpu;
+    r->cpu_exit = t1.cpu;
 }
 
 /* The next free slot, cleared to "no value" defaults; flushes when the buffer is full. */
@@ -160,20 +233,22 @@ static void reserve(size_t n)
 }
 
 /* An event record followed by `extra` records the caller writes next. */
-static mt_record *event_x(uint16_t call, int64_t t0, int64_t t1, size_t extra)
+static mt_record *event_x(uint16_t call, mt_stamp t0, mt_stamp t1, size_t extra)
 {
     reserve(1 + extra);
     mt_record *r = next_record();
     r->call = call;
     r->seq = S.seq++;
-    r->t_enter = t0;
-    r->t_exit = t1;
+    r->t_enter = t0.wall;
+    r->t_exit = t1.wall;
+    r->cpu_enter = t0.cpu;
+    r->cpu_exit = t1.cpu;
     return r;
 }
 
-static mt_record *event(uint16_t call, int64_t t0, int64_t t1) { return event_x(call, t0, t1, 0); }
+static mt_record *event(uint16_t call, mt_stamp t0, mt_stamp t1) { return event_x(call, t0, t1, 0); }
 
-/* A definition record followed by its payload in 54-byte chunks. */
+/* A definition record followed by its payload in chunks of MT_RECORD_SIZE - 2 bytes. */
 static void definition(uint16_t call, int32_t id, int32_t n, const void *data, size_t len)
 {
     size_t per = MT_RECORD_SIZE - 2, chunks = (len + per - 1) / per;
@@ -446,11 +521,14 @@ static int open_rank_file(void)
     return 1;
 }
 
-static void start(uint16_t call, int64_t t0, int64_t t1, int level)
+static void start(uint16_t call, mt_stamp t0, mt_stamp t1, int level)
 {
     PMPI_Comm_rank(MPI_COMM_WORLD, &S.rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &S.size);
     S.threaded = (level == MPI_THREAD_MULTIPLE);
+    char *cpu_env = getenv("MPITRACE_CPU_INTERVAL_NS");
+    if (cpu_env && *cpu_env)
+        cpu_interval = atoll(cpu_env) < 0 ? 0 : atoll(cpu_env);
     char *env = getenv("MPITRACE_BUFFER_RECORDS");
     long cap = env ? atol(env) : MT_DEFAULT_BUFFER;
     S.cap = cap < 64 ? 64 : (size_t)cap; /* room for an event and its first extras */
@@ -481,6 +559,8 @@ static void start(uint16_t call, int64_t t0, int64_t t1, int level)
     S.hdr.rank = S.rank;
     S.hdr.size = S.size;
     S.hdr.clock_id = CLOCK_MONOTONIC;
+    S.hdr.cpu_clock_id = CLOCK_THREAD_CPUTIME_ID;
+    S.hdr.cpu_interval = cpu_interval;
     S.hdr.thread_level = level;
     S.hdr.pid = getpid();
     S.hdr.nrecords = -1;
@@ -531,7 +611,7 @@ static void region(uint16_t call, const char *name)
 {
     if (!S.on || !name)
         return;
-    int64_t t = now();
+    mt_stamp t = stamp();
     LOCK();
     int32_t id = intern(name);
     event(call, t, t)->aux = id;
@@ -561,9 +641,9 @@ static inline int64_t type_bytes(int count, MPI_Datatype dt)
 
 int MPI_Init(int *argc, char ***argv)
 {
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Init(argc, argv);
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     if (rc == MPI_SUCCESS)
         start(MT_INIT, t0, t1, MPI_THREAD_SINGLE);
     return rc;
@@ -571,9 +651,9 @@ int MPI_Init(int *argc, char ***argv)
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     if (rc == MPI_SUCCESS)
         start(MT_INIT_THREAD, t0, t1, *provided);
     return rc;
@@ -585,9 +665,9 @@ int MPI_Finalize(void)
         return PMPI_Finalize();
     clock_sync(&S.hdr.sync_final);
     PMPI_Comm_free(&S.sync_comm);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Finalize();
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     event(MT_FINALIZE, t0, t1);
     finish(MT_FLAG_FINALIZED);
@@ -596,9 +676,9 @@ int MPI_Finalize(void)
 }
 
 static int p2p_send(uint16_t call, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-                    MPI_Comm comm, MPI_Request *req, int rc, int64_t t0)
+                    MPI_Comm comm, MPI_Request *req, int rc, mt_stamp t0)
 {
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     int ci = comm_index(comm);
     mt_record *r = event(call, t0, t1);
@@ -617,7 +697,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
 {
     if (!S.on)
         return PMPI_Send(buf, count, dt, dest, tag, comm);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Send(buf, count, dt, dest, tag, comm);
     return p2p_send(MT_SEND, buf, count, dt, dest, tag, comm, NULL, rc, t0);
 }
@@ -627,7 +707,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
 {
     if (!S.on)
         return PMPI_Isend(buf, count, dt, dest, tag, comm, req);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Isend(buf, count, dt, dest, tag, comm, req);
     return p2p_send(MT_ISEND, buf, count, dt, dest, tag, comm, req, rc, t0);
 }
@@ -639,9 +719,9 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Com
         return PMPI_Recv(buf, count, dt, source, tag, comm, status);
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Recv(buf, count, dt, source, tag, comm, st);
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     int ci = comm_index(comm);
     mt_record *r = event(MT_RECV, t0, t1);
@@ -663,9 +743,9 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Co
 {
     if (!S.on)
         return PMPI_Irecv(buf, count, dt, source, tag, comm, req);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Irecv(buf, count, dt, source, tag, comm, req);
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     int ci = comm_index(comm);
     mt_record *r = event(MT_IRECV, t0, t1);
@@ -680,11 +760,11 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Co
     return rc;
 }
 
-static void sendrecv_record(uint16_t call, int64_t t0, int scount, MPI_Datatype sdt, int dest,
+static void sendrecv_record(uint16_t call, mt_stamp t0, int scount, MPI_Datatype sdt, int dest,
                             int stag, int source, int rtag, MPI_Comm comm, const MPI_Status *st,
                             int rc)
 {
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     int ci = comm_index(comm);
     mt_record *r = event_x(call, t0, t1, 1);
@@ -718,7 +798,7 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
                              status);
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm,
                            st);
     sendrecv_record(MT_SENDRECV, t0, scount, sdt, dest, stag, source, rtag, comm, st, rc);
@@ -732,7 +812,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int st
         return PMPI_Sendrecv_replace(buf, count, dt, dest, stag, source, rtag, comm, status);
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Sendrecv_replace(buf, count, dt, dest, stag, source, rtag, comm, st);
     sendrecv_record(MT_SENDRECV_REPLACE, t0, count, dt, dest, stag, source, rtag, comm, st, rc);
     return rc;
@@ -740,10 +820,10 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int st
 
 /* Wait/Test family. MPI sets completed requests to MPI_REQUEST_NULL, so the handles are
  * copied before the call; `done[i]` says which of them completed. */
-static void completion_event(uint16_t call, int64_t t0, int n, const MPI_Request *before,
+static void completion_event(uint16_t call, mt_stamp t0, int n, const MPI_Request *before,
                              const int *done, const MPI_Status *st, int rc)
 {
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     int k = 0;
     if (rc == MPI_SUCCESS)
@@ -770,7 +850,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status)
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     MPI_Request before = *req;
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Wait(req, st);
     int done = 1;
     completion_event(MT_WAIT, t0, 1, &before, &done, st, rc);
@@ -784,7 +864,7 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     MPI_Request before = *req;
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Test(req, flag, st);
     int done = *flag;
     completion_event(MT_TEST, t0, 1, &before, &done, st, rc);
@@ -839,7 +919,7 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
     if (!S.on || n < 0 || !scratch_get(&s, n, sts))
         return PMPI_Waitall(n, reqs, sts);
     memcpy(s.req, reqs, (size_t)n * sizeof(MPI_Request));
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Waitall(n, reqs, s.st);
     for (int i = 0; i < n; i++)
         s.done[i] = 1;
@@ -854,7 +934,7 @@ int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
     if (!S.on || n < 0 || !scratch_get(&s, n, sts))
         return PMPI_Testall(n, reqs, flag, sts);
     memcpy(s.req, reqs, (size_t)n * sizeof(MPI_Request));
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Testall(n, reqs, flag, s.st);
     for (int i = 0; i < n; i++)
         s.done[i] = *flag;
@@ -873,7 +953,7 @@ static int any_call(uint16_t call, int n, MPI_Request reqs[], int *index, int *f
     memcpy(s.req, reqs, (size_t)n * sizeof(MPI_Request));
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = call == MT_WAITANY ? PMPI_Waitany(n, reqs, index, st)
                                 : PMPI_Testany(n, reqs, index, flag, st);
     int hit = (call == MT_WAITANY || *flag) && *index != MPI_UNDEFINED;
@@ -909,7 +989,7 @@ static int some_call(uint16_t call, int n, MPI_Request reqs[], int *outcount, in
                                    : PMPI_Testsome(n, reqs, outcount, idx, sts);
     memcpy(s.req, reqs, (size_t)n * sizeof(MPI_Request));
     MPI_Status *out = sts == MPI_STATUSES_IGNORE ? s.st : sts;
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = call == MT_WAITSOME ? PMPI_Waitsome(n, reqs, outcount, idx, out)
                                  : PMPI_Testsome(n, reqs, outcount, idx, out);
     /* Statuses come back packed (status j belongs to request idx[j]): spread them out. */
@@ -946,9 +1026,9 @@ int MPI_Request_free(MPI_Request *req)
     if (!S.on)
         return PMPI_Request_free(req);
     MPI_Request before = *req;
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Request_free(req);
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     int64_t v;
     mt_record *r = event(MT_REQUEST_FREE, t0, t1);
@@ -958,9 +1038,9 @@ int MPI_Request_free(MPI_Request *req)
     return rc;
 }
 
-static void collective(uint16_t call, int64_t t0, int64_t bytes, int root, MPI_Comm comm)
+static void collective(uint16_t call, mt_stamp t0, int64_t bytes, int root, MPI_Comm comm)
 {
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     int ci = comm_index(comm);
     mt_record *r = event(call, t0, t1);
@@ -975,7 +1055,7 @@ int MPI_Barrier(MPI_Comm comm)
 {
     if (!S.on)
         return PMPI_Barrier(comm);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Barrier(comm);
     collective(MT_BARRIER, t0, 0, -1, comm);
     return rc;
@@ -985,7 +1065,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
     if (!S.on)
         return PMPI_Bcast(buf, count, dt, root, comm);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Bcast(buf, count, dt, root, comm);
     collective(MT_BCAST, t0, type_bytes(count, dt), root, comm);
     return rc;
@@ -996,7 +1076,7 @@ int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op 
 {
     if (!S.on)
         return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
     collective(MT_REDUCE, t0, type_bytes(count, dt), root, comm);
     return rc;
@@ -1007,7 +1087,7 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_
 {
     if (!S.on)
         return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
     collective(MT_ALLREDUCE, t0, type_bytes(count, dt), -1, comm);
     return rc;
@@ -1015,9 +1095,9 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_
 
 /* Communicator constructors: the event is written first (its time excludes the tracer's own
  * id agreement), then the new communicator's definition. */
-static void creator(uint16_t call, int64_t t0, MPI_Comm parent, MPI_Comm newcomm, int rc)
+static void creator(uint16_t call, mt_stamp t0, MPI_Comm parent, MPI_Comm newcomm, int rc)
 {
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     int ci = comm_index(parent);
     mt_record *r = event(call, t0, t1);
@@ -1033,7 +1113,7 @@ int MPI_Cart_create(MPI_Comm old, int ndims, const int dims[], const int periods
 {
     if (!S.on)
         return PMPI_Cart_create(old, ndims, dims, periods, reorder, cart);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Cart_create(old, ndims, dims, periods, reorder, cart);
     creator(MT_CART_CREATE, t0, old, *cart, rc);
     return rc;
@@ -1043,7 +1123,7 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain[], MPI_Comm *sub)
 {
     if (!S.on)
         return PMPI_Cart_sub(comm, remain, sub);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Cart_sub(comm, remain, sub);
     creator(MT_CART_SUB, t0, comm, *sub, rc);
     return rc;
@@ -1053,7 +1133,7 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out)
 {
     if (!S.on)
         return PMPI_Comm_split(comm, color, key, out);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Comm_split(comm, color, key, out);
     creator(MT_COMM_SPLIT, t0, comm, *out, rc);
     return rc;
@@ -1063,7 +1143,7 @@ int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Com
 {
     if (!S.on)
         return PMPI_Comm_split_type(comm, type, key, info, out);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Comm_split_type(comm, type, key, info, out);
     creator(MT_COMM_SPLIT_TYPE, t0, comm, *out, rc);
     return rc;
@@ -1073,7 +1153,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *out)
 {
     if (!S.on)
         return PMPI_Comm_dup(comm, out);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Comm_dup(comm, out);
     creator(MT_COMM_DUP, t0, comm, *out, rc);
     return rc;
@@ -1083,7 +1163,7 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *out)
 {
     if (!S.on)
         return PMPI_Comm_create(comm, group, out);
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Comm_create(comm, group, out);
     creator(MT_COMM_CREATE, t0, comm, *out, rc);
     return rc;
@@ -1094,9 +1174,9 @@ int MPI_Comm_free(MPI_Comm *comm)
     if (!S.on)
         return PMPI_Comm_free(comm);
     MPI_Comm c = *comm;
-    int64_t t0 = now();
+    mt_stamp t0 = stamp_enter();
     int rc = PMPI_Comm_free(comm);
-    int64_t t1 = now();
+    mt_stamp t1 = stamp_exit();
     LOCK();
     int64_t v;
     mt_record *r = event(MT_COMM_FREE, t0, t1);

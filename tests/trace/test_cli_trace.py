@@ -44,7 +44,7 @@ def write_run(folder: Path, fin0: int = 9000) -> Path:
         h["nrecords"], h["host"] = len(recs), b"node0"
         h["sync_init"] = (0, 0, 0, 1, 20)
         with open(tdir / f"rank-{rank:06d}.mpit", "wb") as f:
-            f.write(h.tobytes() + np.array(recs, dtype=load.RECORD).tobytes())
+            f.write(h.tobytes() + np.array(recs, dtype=load.RECORD_V1).tobytes())
     return folder
 
 

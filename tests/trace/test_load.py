@@ -16,7 +16,7 @@ from hpclab import paths
 from hpclab.errors import HpclabError
 from hpclab.trace import load
 from hpclab.trace.events import CALLS as CONTRACT_CALLS
-from hpclab.trace.load import HEADER, RECORD, least_offset, load_dir, load_run
+from hpclab.trace.load import HEADER, RECORD, RECORD_V1, least_offset, load_dir, load_run
 
 FORMAT_H = paths.repo() / "src" / "mpitrace" / "format.h"
 CODE = {name: code for code, name in load.CALLS.items()}
@@ -41,7 +41,7 @@ def rec(call, seq, t0=0, t1=None, *, peer=-1, tag=-1, comm=-1, nbytes=0, req=-1,
 
 
 def payload_records(code, seq, data: bytes, **fields):
-    """A definition record and its 54-byte chunks."""
+    """A definition record and its 54-byte chunks (format version 1: 56-byte records)."""
     head = rec(code, seq, nbytes=len(data), nextra=-(-len(data) // 54), **fields)
     chunks = []
     for i in range(0, len(data), 54):
@@ -49,13 +49,13 @@ def payload_records(code, seq, data: bytes, **fields):
         raw[:2] = np.frombuffer(np.uint16(load.CHUNK).tobytes(), np.uint8)
         part = data[i:i + 54]
         raw[2:2 + len(part)] = np.frombuffer(part, np.uint8)
-        chunks.append(raw.view(RECORD)[0].tolist())
+        chunks.append(raw.view(RECORD_V1)[0].tolist())
     return [head] + chunks
 
 
 def write_rank(folder: Path, rank, size, records, **hdr):
     folder.mkdir(parents=True, exist_ok=True)
-    arr = np.array(records, dtype=RECORD)
+    arr = np.array(records, dtype=RECORD_V1)
     hdr.setdefault("nrecords", len(arr))
     path = folder / f"rank-{rank:06d}.mpit"
     with open(path, "wb") as f:
@@ -250,3 +250,35 @@ def test_parquet_cache_gives_the_same_table(tmp_path):
     assert again.meta.get("cached") is True
     assert again.events.equals(first.events)
     assert again.comms == first.comms and again.hosts == first.hosts
+
+
+def write_v2(folder: Path, rank: int, size: int, records: list[tuple], cpu: list[tuple]):
+    """A format version 2 file: the version 1 records with CPU times (enter, exit) appended."""
+    folder.mkdir(parents=True, exist_ok=True)
+    h = header(rank, size, nrecords=len(records))
+    h["version"], h["record_size"], h["cpu_clock_id"], h["cpu_interval"] = 2, 72, 3, 100_000
+    arr = np.array([r + c for r, c in zip(records, cpu)], dtype=RECORD)
+    (folder / f"rank-{rank:06d}.mpit").write_bytes(h.tobytes() + arr.tobytes())
+
+
+def test_cpu_times_load_per_event_and_old_traces_load_without_them(tmp_path):
+    """Does a version 2 file give each event its CPU times at entry and exit, and does a
+    version 1 file (no CPU times) still load, with -1 and a note saying why?"""
+    recs = [rec("MPI_Init", 0, 0, 100), rec("MPI_Barrier", 1, 5000, 5200, comm=0),
+            rec("MPI_Finalize", 2, 9000, 9100)]
+    cpu = [(10, 110), (2010, 2210), (6010, 6110)]  # switched out 3000 ns in the first burst
+    write_v2(tmp_path / "v2", 0, 1, recs, cpu)
+    t = load_dir(tmp_path / "v2")
+    assert t.events[["cpu_enter", "cpu_exit"]].values.tolist() == [list(c) for c in cpu]
+    assert t.meta["cpu_time"] and t.meta["format_versions"] == [2]
+    assert t.meta["cpu_interval_ns"] == 100_000 and t.meta["cpu_time_note"] == ""
+    from hpclab.trace.split import rank_times
+    rt = rank_times(t)
+    assert rt[["comp_ns", "comp_wall_ns", "off_cpu_ns"]].values.tolist() == [[5700, 8700, 3000]]
+
+    write_rank(tmp_path / "v1", 0, 1, recs)
+    old = load_dir(tmp_path / "v1")
+    assert (old.events[["cpu_enter", "cpu_exit"]] == -1).all().all()
+    assert not old.meta["cpu_time"] and "format version 1" in old.meta["cpu_time_note"]
+    assert old.meta["problems"] == []
+    assert rank_times(old)[["comp_ns", "off_cpu_ns"]].values.tolist() == [[8700, 0]]

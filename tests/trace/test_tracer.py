@@ -297,3 +297,47 @@ def test_sendrecv_replace_is_recorded_as_a_sendrecv(traced_more):
         sr = ev[(ev["rank"] == r) & (ev["call"] == "MPI_Sendrecv") & (ev["tag"] == 15)]
         assert sr[["peer", "bytes", "recv_peer", "recv_tag", "recv_bytes"]].values.tolist() == [
             [(r + 1) % p, 40, (r - 1) % p, 15, 40]]
+
+
+def test_every_event_carries_cpu_times_that_never_exceed_wall_time(traced):
+    """Does every event carry the rank's CPU time at entry and exit, increasing along the rank,
+    with no compute burst showing more CPU time than wall time?"""
+    p, t = traced
+    assert t.meta["cpu_time"] and t.meta["format_version"] == 2 and t.meta["cpu_time_note"] == ""
+    ev = t.events
+    for r in range(p):
+        e = ev[ev["rank"] == r]
+        ce, cx = e["cpu_enter"].to_numpy(), e["cpu_exit"].to_numpy()
+        te, tx = e["t_enter"].to_numpy(), e["t_exit"].to_numpy()
+        assert (ce > 0).all() and (cx >= ce).all()
+        assert (ce[1:] >= cx[:-1]).all()
+        # the reads are ordered so that a burst's CPU interval lies inside its wall interval
+        assert (ce[1:] - cx[:-1] <= te[1:] - tx[:-1]).all()
+
+
+def test_a_sleeping_rank_shows_wall_time_without_cpu_time(prog, tmp_path):
+    """Between barriers each rank sleeps 40 ms, then spins 40 ms: is the sleep a burst of wall
+    time with almost no CPU time, the spin one mostly on the CPU, and does the replay on CPU
+    bursts leave the sleep out (the split's rest holds it)?"""
+    from hpclab.trace.model import IDEAL
+    from hpclab.trace.replay import replay
+    from hpclab.trace.split import rank_times, split
+    ms = 40
+    run_traced([str(prog), "cpu", str(ms)], 2, tmp_path / "trace")
+    t = load_dir(tmp_path / "trace")
+    ev = t.events
+    for r in range(2):
+        e = ev[ev["rank"] == r].reset_index(drop=True)
+        assert list(e["call"]) == ["MPI_Init"] + ["MPI_Barrier"] * 3 + ["MPI_Finalize"]
+        wall = e["t_enter"].to_numpy()[1:] - e["t_exit"].to_numpy()[:-1]
+        cpu = e["cpu_enter"].to_numpy()[1:] - e["cpu_exit"].to_numpy()[:-1]
+        assert wall[1] >= ms * 1e6 and cpu[1] < 0.05 * ms * 1e6  # asleep: not running
+        # spinning: running, except while the (shared) machine runs something else
+        assert wall[2] >= ms * 1e6 and cpu[2] >= 0.1 * ms * 1e6 and cpu[2] > 5 * cpu[1]
+    rt = rank_times(t)
+    assert (rt["off_cpu_ns"] >= 0.9 * ms * 1e6).all()
+    s = split(t, model=IDEAL)
+    assert s.cpu_bursts and s.T_comp < s.T_comp_wall
+    assert s.T_rest >= 0.9 * ms * 1e6  # the sleep, which no network explains
+    assert s.T_real == pytest.approx(sum(s.parts().values()), abs=1e-6)
+    assert replay(t, bursts="wall").events["t_exit"].max() >= 2 * ms * 1e6

@@ -5,12 +5,14 @@
  * and leaves with _exit() without MPI_Finalize, like a crashed run. `trace_prog more` runs a
  * second program (more_calls below) for the calls the first does not make: Init_thread,
  * Comm_dup, Testall/Testany/Testsome, Waitany/Waitsome, Sendrecv_replace, and enough calls to
- * fill a small tracer buffer (MPITRACE_BUFFER_RECORDS) several times.
+ * fill a small tracer buffer (MPITRACE_BUFFER_RECORDS) several times. `trace_prog cpu MS`
+ * sleeps and then spins between barriers (cpu_bursts below), for the CPU times.
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void mpitrace_begin(const char *name) __attribute__((weak));
@@ -84,10 +86,38 @@ static int more_calls(int *argc, char ***argv)
     return 0;
 }
 
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* `trace_prog cpu MS`: between barriers, each rank first sleeps MS milliseconds (a burst of
+ * wall time in which it does not run), then spins MS milliseconds (a burst in which it runs
+ * all the time, unless the machine switches it out). */
+static int cpu_bursts(int *argc, char ***argv, int ms)
+{
+    MPI_Init(argc, argv);
+    MPI_Barrier(MPI_COMM_WORLD);
+    struct timespec nap = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&nap, &nap) != 0)
+        ;
+    MPI_Barrier(MPI_COMM_WORLD);
+    volatile double x = 0;
+    for (double t0 = mono(); mono() - t0 < 1e-3 * ms;)
+        x += 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return x < 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "more") == 0)
         return more_calls(&argc, &argv);
+    if (argc > 2 && strcmp(argv[1], "cpu") == 0)
+        return cpu_bursts(&argc, &argv, atoi(argv[2]));
     MPI_Init(&argc, &argv);
     int crash = argc > 1 && strcmp(argv[1], "crash") == 0;
     int r, p;
