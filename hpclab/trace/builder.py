@@ -12,12 +12,18 @@ calls out with their compute gaps and replays them):
 
 Durations are in ns. MPI_Init and MPI_Finalize are added around every rank's program unless
 build(finalize=False) (a crashed run). Request ids returned by isend/irecv go to wait/waitall.
+
+Built traces carry CPU times as the tracer records them. By default a rank runs all the time
+(CPU time = wall time); `compute(ns, cpu=c)` with c < ns is a burst in which the rank ran only
+c ns and was switched out for the rest (as when ranks share a core). build() lays the program
+out on wall time (the run as it was recorded); replaying the result uses the CPU bursts.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
+import numpy as np
 import pandas as pd
 
 from hpclab.errors import HpclabError
@@ -34,7 +40,9 @@ class RankBuilder:
         self._p = parent
         self.rank = rank
         self.ops: list[tuple] = []
+        self.cpu: list[int] = []  # CPU time of the burst before each op
         self._gap = 0
+        self._cpu = 0
         self._next_req = 0
         self._open: list[str] = []
 
@@ -50,14 +58,22 @@ class RankBuilder:
             recv_peer=-1, recv_tag=-1, recv_bytes=0):
         self.ops.append((self._gap, call, peer, tag, comm, nbytes, req, tuple(completes), root, name,
                          recv_peer, recv_tag, recv_bytes))
+        self.cpu.append(self._cpu)
         self._gap = 0
+        self._cpu = 0
         return self
 
-    def compute(self, ns: int) -> "RankBuilder":
-        """Compute for `ns` nanoseconds before the next call."""
+    def compute(self, ns: int, cpu: int | None = None) -> "RankBuilder":
+        """Compute for `ns` nanoseconds (wall time) before the next call, of which the rank ran
+        `cpu` ns (default: all of them; less: it was switched out for ns - cpu)."""
         if ns < 0:
             raise HpclabError(f"rank {self.rank}: compute({ns}) is negative")
+        cpu = ns if cpu is None else cpu
+        if not 0 <= cpu <= ns:
+            raise HpclabError(f"rank {self.rank}: compute({ns}, cpu={cpu}): the CPU time must lie "
+                              f"between 0 and the wall time {ns}")
         self._gap += int(ns)
+        self._cpu += int(cpu)
         return self
 
     def send(self, to, bytes: int, tag: int = 0, comm: int = 0):
@@ -144,20 +160,25 @@ class TraceBuilder:
 
     def skeleton(self, finalize: bool = True) -> Trace:
         """The programs laid out with their compute gaps and zero-time calls (not yet replayed)."""
-        cols: dict[str, list] = {c: [] for c in COLUMNS}
+        cols: dict[str, list] = {c: [] for c in COLUMNS + ("cpu_enter", "cpu_exit")}
         for rb in self.ranks:
             ops = [(0, "MPI_Init", -1, -1, 0, 0, -1, (), -1, "", -1, -1, 0)] + rb.ops
+            cpus = [0] + rb.cpu
             if finalize:
                 ops.append((rb._gap, "MPI_Finalize", -1, -1, 0, 0, -1, (), -1, "", -1, -1, 0))
-            t = 0
-            for s, op in enumerate(ops):
+                cpus.append(rb._cpu)
+            t = c = 0
+            for s, (op, cpu) in enumerate(zip(ops, cpus)):
                 t += op[0]
+                c += cpu
                 cols["rank"].append(rb.rank)
                 cols["seq"].append(s)
                 cols["t_enter"].append(t)
                 cols["t_exit"].append(t)
-                for c, v in zip(COLUMNS[4:], op[1:]):
-                    cols[c].append(v)
+                cols["cpu_enter"].append(c)
+                cols["cpu_exit"].append(c)
+                for name, v in zip(COLUMNS[4:], op[1:]):
+                    cols[name].append(v)
         return Trace(normalise(pd.DataFrame(cols)), dict(self.comms), dict(self.hosts),
                      {"source": "TraceBuilder"})
 
@@ -169,6 +190,23 @@ class TraceBuilder:
             if rb._open and finalize:
                 raise HpclabError(f"rank {rb.rank}: region {rb._open[-1]!r} is still open at the end")
         model = model or IDEAL
-        out = replay(self.skeleton(finalize), model, strict=strict)
+        skel = self.skeleton(finalize)
+        # the recorded run: wall-time bursts (a switched-out rank takes longer, as it did)
+        out = replay(skel, model, strict=strict, bursts="wall")
+        # CPU times as the tracer records them: the CPU bursts of the program, and a rank runs
+        # all the time it spends in MPI (Open MPI busy-polls)
+        ev = out.events
+        rank = ev["rank"].to_numpy()
+        ce = skel.events["cpu_enter"].to_numpy()
+        cpu_burst = np.zeros(len(ev), dtype=np.int64)
+        cpu_burst[1:] = np.where(rank[1:] == rank[:-1], ce[1:] - ce[:-1], 0)
+        dur = ev["t_exit"].to_numpy() - ev["t_enter"].to_numpy()
+        prev_dur = np.zeros(len(ev), dtype=np.int64)
+        prev_dur[1:] = np.where(rank[1:] == rank[:-1], dur[:-1], 0)
+        enter = pd.Series(cpu_burst + prev_dur).groupby(rank).cumsum().to_numpy()
+        ev["cpu_enter"] = enter
+        ev["cpu_exit"] = enter + dur
         out.meta["source"] = "TraceBuilder"
+        for k in ("bursts",):
+            out.meta.pop(k, None)
         return out

@@ -6,12 +6,20 @@ machine) has zero latency and infinite bandwidth. Messages up to `eager_limit` b
 eagerly; larger ones use rendezvous (the send waits for the receive to be posted), as Open MPI
 and SimGrid SMPI do.
 
+Shared links (`links`, Dimemas' input and output links per node): with links = k > 0 every
+node has k output and k input links; a message between nodes holds one output link of its
+source node and one input link of its destination for its whole cost L_inter + m / BW_inter,
+so messages leaving or entering one node at once queue (two equal messages leaving a one-link
+node at once: the second arrives after twice the cost). A mapping that moves traffic between
+nodes then changes the time. links = 0 (default): no contention, every message travels alone.
+
 Model files (YAML or JSON) use people's units:
 
     name: my-cluster               # optional
     intra: {latency_us: 0.4, bandwidth_MBps: 6000}
     inter: {latency_us: 1.8, bandwidth_MBps: 3000}   # optional; defaults to intra
     eager_limit_bytes: 4096        # optional; default: no rendezvous
+    links_per_node: 1              # optional; default 0: no shared links (no contention)
 
 MB = 10^6 bytes. The "hockney" preset's numbers are illustrative assumptions, not measurements:
 fit your own from a pingpong run with `model_from_pingpong`.
@@ -51,6 +59,14 @@ class NetworkModel:
     intra: Link
     inter: Link
     eager_limit: int = NO_LIMIT
+    links: int = 0  # links per node and direction that inter-node messages share; 0: no contention
+
+    def with_links(self, links: int) -> "NetworkModel":
+        """The same model with `links` shared input/output links per node (0: no contention)."""
+        if not (isinstance(links, int) and links >= 0):
+            raise HpclabError(f"links = {links!r} must be an integer >= 0 (0: no contention)")
+        name = self.name if links == 0 else f"{self.name}, {links} link{'s' if links > 1 else ''}/node"
+        return NetworkModel(name, self.intra, self.inter, self.eager_limit, links)
 
     @property
     def is_ideal(self) -> bool:
@@ -79,7 +95,7 @@ IDEAL = NetworkModel("ideal", Link(0.0, math.inf), Link(0.0, math.inf))
 
 def hockney(latency_us: float, bandwidth_MBps: float, *, inter_latency_us: float | None = None,
             inter_bandwidth_MBps: float | None = None, eager_limit: int = NO_LIMIT,
-            name: str = "hockney") -> NetworkModel:
+            name: str = "hockney", links: int = 0) -> NetworkModel:
     """A Hockney model from latency (us) and bandwidth (MB/s, MB = 1e6 B); inter defaults to intra."""
     for what, v in (("latency_us", latency_us), ("bandwidth_MBps", bandwidth_MBps)):
         if not (isinstance(v, (int, float)) and v >= 0):
@@ -92,7 +108,8 @@ def hockney(latency_us: float, bandwidth_MBps: float, *, inter_latency_us: float
                  (inter_bandwidth_MBps if inter_bandwidth_MBps is not None else bandwidth_MBps) * 1e-3)
     if inter.bandwidth_bpns <= 0:
         raise HpclabError("network model inter bandwidth must be > 0")
-    return NetworkModel(name, intra, inter, int(eager_limit))
+    return NetworkModel(name, intra, inter, int(eager_limit)).with_links(links) if links else \
+        NetworkModel(name, intra, inter, int(eager_limit))
 
 
 # Illustrative numbers of the order of shared memory and a 2010s InfiniBand link; not measured.
@@ -104,7 +121,7 @@ def model_from_dict(d: dict, source: str = "model") -> NetworkModel:
     """A NetworkModel from the model-file dictionary described in the module docstring."""
     if not isinstance(d, dict):
         raise HpclabError(f"{source}: a network model must be a mapping, got {type(d).__name__}")
-    allowed = {"name", "intra", "inter", "eager_limit_bytes"}
+    allowed = {"name", "intra", "inter", "eager_limit_bytes", "links_per_node"}
     unknown = set(d) - allowed
     if unknown:
         raise HpclabError(f"{source}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -122,8 +139,12 @@ def model_from_dict(d: dict, source: str = "model") -> NetworkModel:
     eager = d.get("eager_limit_bytes", NO_LIMIT)
     if not isinstance(eager, int) or eager < 0:
         raise HpclabError(f"{source}: eager_limit_bytes = {eager!r} must be an integer >= 0")
+    links = d.get("links_per_node", 0)
+    if not isinstance(links, int) or isinstance(links, bool) or links < 0:
+        raise HpclabError(f"{source}: links_per_node = {links!r} must be an integer >= 0 "
+                          "(0: no shared links)")
     return hockney(lat, bw, inter_latency_us=ilat, inter_bandwidth_MBps=ibw, eager_limit=eager,
-                   name=str(d.get("name", Path(source).stem)))
+                   name=str(d.get("name", Path(source).stem)), links=links)
 
 
 def load_model(spec: str) -> NetworkModel:

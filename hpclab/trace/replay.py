@@ -1,8 +1,13 @@
 """Replay a trace on a network model: keep the measured compute, recompute every MPI call.
 
 Compute bursts (the gaps between consecutive events of a rank) keep their measured durations;
-the time spent inside MPI comes from the model. All ranks start at time 0, so the result does
-not depend on clock offsets between ranks. Rules (those of Dimemas-like replayers):
+the time spent inside MPI comes from the model. As Dimemas does, a burst lasts its CPU time
+where the trace recorded one (bursts="cpu", the default): the time the rank actually ran, so a
+trace recorded with more ranks than cores replays as the run on dedicated cores; bursts="wall"
+replays the wall-time gaps (which include time the rank was switched out). Traces without CPU
+times (an old tracer, built traces) replay on wall time either way. All ranks start at time 0,
+so the result does not depend on clock offsets between ranks. Rules (those of Dimemas-like
+replayers):
 
 - eager send (bytes <= eager limit): completes at once; the message arrives at t_send + xfer;
 - rendezvous send: the transfer starts at max(t_send, t_recv_posted) and ends xfer later, which
@@ -32,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from hpclab.errors import HpclabError
-from hpclab.trace.events import CALLS, Trace, call_codes, validate
+from hpclab.trace.events import CALLS, CPU_COLUMNS, Trace, bursts as event_bursts, call_codes, validate
 from hpclab.trace.matching import match
 from hpclab.trace.model import IDEAL, NetworkModel
 
@@ -70,7 +75,7 @@ class _Plan:
     has two slots in one list: 2m (send side posted) and 2m + 1 (receive side posted), so a
     rendezvous call's partner slot is its own slot ^ 1."""
 
-    def __init__(self, trace: Trace, model: NetworkModel, strict: bool):
+    def __init__(self, trace: Trace, model: NetworkModel, strict: bool, bursts: str = "cpu"):
         ev = trace.events
         n = len(ev)
         validate(trace)
@@ -82,12 +87,9 @@ class _Plan:
                                                        if len(mt.problems) > 1 else ""),
                               "replay with strict=False to treat unmatched calls as no-ops")
         rank = ev["rank"].to_numpy()
-        te = ev["t_enter"].to_numpy()
-        tx = ev["t_exit"].to_numpy()
-        burst = np.zeros(n, dtype=np.int64)
-        same = rank[1:] == rank[:-1]
-        burst[1:] = np.where(same, te[1:] - tx[:-1], 0)
-        np.maximum(burst, 0, out=burst)  # clock glitches inside a rank must not run time backwards
+        # CPU bursts where recorded; negative gaps (clock glitches) must not run time backwards
+        burst, on_cpu = event_bursts(ev, bursts)
+        self.cpu_bursts = int(on_cpu.sum())
         kind = _KIND_OF_CODE[call_codes(ev)]
 
         msgs = mt.messages
@@ -225,6 +227,19 @@ class _Plan:
 
         self.csize, self.ccost, self.cleaf, self.ckind = csize, ccost, cleaf, ckind
         self.M = M
+        # per message, for the shared-link engine (_run_links): eager, transfer time, the
+        # nodes it leaves and enters (-1 -1: it stays on its node and uses no link)
+        if model.links:
+            self.m_eager = eager.tolist()
+            self.m_cost = xfer.tolist()
+            if host:
+                sn, dn = node[src], node[dst]
+            else:
+                sn, dn = src, dst
+            inter = sn != dn
+            self.m_out = np.where(inter, sn, -1).tolist()
+            self.m_in = np.where(inter, dn, -1).tolist()
+            self.nnodes = int(max(sn.max(initial=-1), dn.max(initial=-1))) + 1
         starts = np.flatnonzero(start)
         self.starts = starts.tolist()
         self.ends = np.r_[starts[1:], len(se)].tolist()
@@ -272,21 +287,36 @@ def _rank_cumsum(burst: np.ndarray, rank: np.ndarray) -> np.ndarray:
     return cum
 
 
-def replay(trace: Trace, model: NetworkModel = IDEAL, *, strict: bool = False) -> Trace:
+def replay(trace: Trace, model: NetworkModel = IDEAL, *, strict: bool = False,
+           bursts: str = "cpu") -> Trace:
     """Replay `trace` on `model` (default: the ideal network).
 
-    Returns a new Trace with the same events and side tables, t_enter/t_exit replaced by the
-    replayed times (ns, every rank starting at 0), meta['model'] set and meta['replay_problems']
-    listing calls that were treated as no-ops because they had no partner (strict=True raises
-    HpclabError instead). Raises HpclabError naming the blocked ranks if the model deadlocks."""
-    plan = _Plan(trace, model, strict)
-    enter, exit_ = plan.expand(_run(plan, trace))
+    bursts: "cpu" (default) lasts each compute burst its recorded CPU time (wall time where the
+    trace has none); "wall" its wall-time gap. Returns a new Trace with the same events and side
+    tables, t_enter/t_exit replaced by the replayed times (ns, every rank starting at 0), no CPU
+    times (cpu_enter/cpu_exit = -1: a replayed rank runs whenever it computes), meta['model'],
+    meta['eager_limit'] (bytes), meta['bursts'] ("cpu", "wall", or "cpu where recorded (k of n)")
+    and meta['replay_problems'] listing calls that were treated as no-ops because they had no
+    partner (strict=True raises HpclabError instead). Raises HpclabError naming the blocked
+    ranks if the model deadlocks."""
+    plan = _Plan(trace, model, strict, bursts)
+    enter, exit_ = plan.expand(_run_links(plan, trace, model) if model.links else _run(plan, trace))
     # a shallow copy: with pandas' copy-on-write the input trace keeps its columns, and the
     # unchanged ones (strings, tuples) are shared instead of copied
     ev = trace.events.copy(deep=False)
     ev["t_enter"] = enter
     ev["t_exit"] = exit_
-    return trace.with_events(ev, model=model.name, replay_problems=[str(p) for p in plan.problems])
+    for c in CPU_COLUMNS:
+        ev[c] = np.full(len(ev), -1, dtype=np.int64)
+    n_bursts = max(len(ev) - ev["rank"].nunique(), 0) if len(ev) else 0
+    if bursts == "wall" or plan.cpu_bursts == 0:
+        used = "wall"
+    elif plan.cpu_bursts >= n_bursts:
+        used = "cpu"
+    else:
+        used = f"cpu where recorded ({plan.cpu_bursts} of {n_bursts})"
+    return trace.with_events(ev, model=model.name, eager_limit=int(model.eager_limit),
+                             bursts=used, replay_problems=[str(p) for p in plan.problems])
 
 
 def _run(P: _Plan, trace: Trace):
@@ -436,6 +466,169 @@ def _run(P: _Plan, trace: Trace):
             mwait[blocked] = r
         elif blocked != -1:
             cwait[-2 - blocked].append(r)
+    stuck = [r for r in range(R) if pos[r] < ends[r]]
+    if stuck:
+        _deadlock(trace, [int(P.step_event[pos[r]]) for r in stuck])
+    return exit_
+
+
+def _run_links(P: _Plan, trace: Trace, model: NetworkModel):
+    """The replay with shared links, in time order; returns the exit times of the steps.
+
+    Every node has `model.links` output and as many input links (Dimemas' links). A message
+    between two nodes holds one output link of its source node and one input link of its
+    destination node for its whole transfer time (latency + bytes / bandwidth, so the link is
+    shared in bandwidth and in per-message cost); it starts when its data are ready (at the
+    send's post if eager, when both sides are posted if rendezvous) and both links are free,
+    first come first served. Messages within a node and collectives use no link (collectives
+    keep their cost formula). Because a link goes to whichever message is ready first, steps
+    run in the order of their entry times (a heap of ranks keyed by the entry time of their
+    next step), not rank by rank as in _run; a rank parked on a step runs it again when woken,
+    as in _run. With enough links for every message in flight the times are _run's."""
+    import heapq
+    kind, burst, slot = P.kind, P.burst, P.slot
+    posts, parts = P.posts, P.parts
+    csize, ccost, cleaf, ckind, xf = P.csize, P.ccost, P.cleaf, P.ckind, P.xf
+    m_eager, m_cost, m_out, m_in = P.m_eager, P.m_cost, P.m_out, P.m_in
+    nl = int(model.links)
+    out_free = [[0] * nl for _ in range(P.nnodes)]
+    in_free = [[0] * nl for _ in range(P.nnodes)]
+    exit_ = array("q", bytes(8 * len(kind)))
+    post = [-1] * (2 * P.M)
+    arrive = [-1] * P.M  # when the message's data are at the receiver (-1: not scheduled yet)
+    mwait = [-1] * (2 * P.M)
+    nI = len(csize)
+    arrived = [0] * nI
+    cmax = [-1] * nI
+    croot = [-1] * nI
+    cwait: list = [[] for _ in range(nI)]
+    R = len(P.starts)
+    pos = list(P.starts)
+    ends = P.ends
+    tcur = [0] * R
+    heap = [(burst[pos[r]], r) for r in range(R) if pos[r] < ends[r]]
+    heapq.heapify(heap)
+    push, pop = heapq.heappush, heapq.heappop
+
+    def transfer(m, t):
+        """Schedule message m, ready at t, on its links; returns its arrival."""
+        a, b = m_out[m], m_in[m]
+        if a < 0:
+            return t + m_cost[m]
+        fo, fi = out_free[a], in_free[b]
+        lo = min(range(nl), key=fo.__getitem__)
+        li = min(range(nl), key=fi.__getitem__)
+        start = max(t, fo[lo], fi[li])
+        end = start + m_cost[m]
+        fo[lo] = fi[li] = end
+        return end
+
+    def put(s, t):
+        """Post side s of a message at t; wake its waiter; schedule the transfer once ready."""
+        post[s] = t
+        w = mwait[s]
+        if w >= 0:
+            mwait[s] = -1
+            push(heap, (tcur[w] + burst[pos[w]], w))
+        m = s >> 1
+        if arrive[m] < 0:
+            if m_eager[m]:
+                if not s & 1:
+                    arrive[m] = transfer(m, t)
+            elif post[s ^ 1] >= 0:
+                p = post[s ^ 1]
+                arrive[m] = transfer(m, t if t > p else p)
+
+    while heap:
+        te, r = pop(heap)
+        j = pos[r]
+        k = kind[j]
+        blocked = -1
+        if k == NOW:
+            put(slot[j], te)
+            x = te
+        elif k == ERECV:  # slot: the send side
+            s = slot[j]
+            if post[s] < 0:
+                blocked = s
+            else:
+                a = arrive[s >> 1]
+                x = a if a > te else te
+        elif k == RSEND or k == RRECV:
+            s = slot[j]
+            put(s, te)
+            a = arrive[s >> 1]
+            if a < 0:
+                blocked = s ^ 1
+            else:
+                x = a
+        elif k == ARRIVE:
+            c = slot[j]
+            n_in = arrived[c] = arrived[c] + 1
+            if te > cmax[c]:
+                cmax[c] = te
+            if xf[j]:
+                croot[c] = te
+            if cwait[c] and (n_in == csize[c] or (xf[j] and ckind[c] == BCAST)):
+                for w in cwait[c]:
+                    push(heap, (tcur[w] + burst[pos[w]], w))
+                cwait[c] = []
+            x = te
+        elif k == LEAVE:
+            c = slot[j]
+            ck = ckind[c]
+            if ck == ALL:
+                if arrived[c] < csize[c]:
+                    blocked = -2 - c
+                else:
+                    x = cmax[c] + ccost[c]
+            elif ck == BCAST:
+                if xf[j]:
+                    x = te + ccost[c]
+                elif croot[c] < 0:
+                    blocked = -2 - c
+                else:
+                    x = max(croot[c] + ccost[c], te)
+            elif xf[j]:  # REDUCE root
+                if arrived[c] < csize[c]:
+                    blocked = -2 - c
+                else:
+                    x = cmax[c] + ccost[c]
+            else:
+                x = te + cleaf[c]
+        else:  # XWAIT, XSENDRECV
+            if k == XSENDRECV:
+                for s in posts[j]:
+                    put(s, te)
+            x = te
+            for ss, rs, how, _ in parts[j]:
+                sp = post[ss]
+                if how == OWN:
+                    d = sp
+                else:
+                    if sp < 0:
+                        blocked = ss
+                        break
+                    rp = post[rs]
+                    if rp < 0:
+                        blocked = rs
+                        break
+                    d = arrive[ss >> 1]
+                    if how == EAGER and d < rp:
+                        d = rp
+                if d > x:
+                    x = d
+        if blocked >= 0:
+            mwait[blocked] = r
+            continue
+        if blocked != -1:
+            cwait[-2 - blocked].append(r)
+            continue
+        exit_[j] = x
+        tcur[r] = x
+        pos[r] = j = j + 1
+        if j < ends[r]:
+            push(heap, (x + burst[j], r))
     stuck = [r for r in range(R) if pos[r] < ends[r]]
     if stuck:
         _deadlock(trace, [int(P.step_event[pos[r]]) for r in stuck])
