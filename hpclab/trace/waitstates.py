@@ -6,6 +6,10 @@
   completes several receives only the latest sender counts.
 - Late Receiver: a send (blocking Send, the send half of a Sendrecv, or a Wait that completed
   send requests) that waits until the receive is posted: min(recv post, send-side exit) - enter.
+  Only a send that really waits for its receiver counts: a rendezvous message (above the eager
+  limit). An eager send completes without its receiver; when one took long, its rank was
+  switched out or the transport was slow, which is not a wait state. (The tracer records no
+  MPI_Ssend; a synchronous send would count at any size.)
 - Wait at NxN (Allreduce) and Wait at Barrier: latest entry of the instance - own entry.
   Not counted: one-rank communicators and zero-byte Allreduces.
 A call's waits are capped at its duration. The call site is the innermost enclosing user region
@@ -23,11 +27,26 @@ from hpclab.trace.matching import completions, match
 from hpclab.trace.profile import regions
 
 PATTERNS = ("Late Sender", "Late Receiver", "Wait at NxN", "Wait at Barrier")
+# Open MPI's smallest default eager limit (btl_vader_eager_limit / btl_sm_eager_limit, 4 KiB;
+# the tcp BTL's is 64 KiB): a message this small is eager on every transport it picks by default.
+DEFAULT_EAGER_LIMIT = 4096
 
 
-def wait_states(trace: Trace) -> pd.DataFrame:
+def eager_limit_of(trace: Trace, eager_limit: int | None = None) -> int:
+    """The eager limit (bytes) to judge `trace` by: the one given, else the one of the network
+    model it was replayed on (meta['eager_limit']), else DEFAULT_EAGER_LIMIT."""
+    if eager_limit is not None:
+        return int(eager_limit)
+    return int(trace.meta.get("eager_limit", DEFAULT_EAGER_LIMIT))
+
+
+def wait_states(trace: Trace, eager_limit: int | None = None) -> pd.DataFrame:
     """One row per (event, pattern) with a positive wait: rank, seq, call, region, callsite,
-    pattern, wait_ns."""
+    pattern, wait_ns.
+
+    eager_limit: messages up to this many bytes are eager and never make a Late Receiver
+    (default: eager_limit_of(trace); pass this machine's, e.g. hpclab.imbalance.eager_limit())."""
+    limit = eager_limit_of(trace, eager_limit)
     ev = trace.events
     te = ev["t_enter"].to_numpy()
     tx = ev["t_exit"].to_numpy()
@@ -58,6 +77,7 @@ def wait_states(trace: Trace) -> pd.DataFrame:
     np.maximum.at(ls_send, r_at[ok_r], te[s_idx[ok_r]])
     ok_s = np.isin(call[s_at], ("MPI_Send", "MPI_Sendrecv", "MPI_Wait", "MPI_Waitall",
                                 "MPI_Test", "MPI_Testall"))
+    ok_s &= msg["bytes"].to_numpy() > limit  # rendezvous: the sender waits for its receiver
     np.maximum.at(lr_post, s_at[ok_s], te[r_idx[ok_s]])
     dur = tx - te
     ls = np.where(ls_send == never, 0, np.clip(np.minimum(ls_send, tx) - te, 0, None))

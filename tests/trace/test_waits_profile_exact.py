@@ -122,3 +122,49 @@ def test_flat_profile_sums_over_ranks_with_min_mean_max():
     assert fp["self_pct"].sum() == pytest.approx(100.0)
     assert fp.loc["solve", "self_pct"] == pytest.approx(100.0 * 160 / 800)
     assert fp.index[0] == "Application"  # sorted by self time
+
+
+def slow_send_trace(nbytes: int):
+    """As recorded: rank 0's Send is entered at 0 and left at 7000 (its rank was switched out,
+    or it waited); rank 1 posts the matching Recv at 7000 and gets the message at once."""
+    b = TraceBuilder(2)
+    b[0].send(1, nbytes, 0)
+    b[1].compute(7000).recv(0, nbytes, 0)
+    t = b.skeleton()
+    ev = t.events
+    ev.loc[(ev["rank"] == 0) & (ev["call"] == "MPI_Send"), "t_exit"] = 7000
+    ev.loc[(ev["rank"] == 0) & (ev["call"] == "MPI_Finalize"), ["t_enter", "t_exit"]] = 7000
+    return t
+
+
+def test_a_slow_eager_send_is_not_a_late_receiver():
+    """Is a 1200-byte Send that took 7000 ns while its receiver came late NOT booked as Late
+    Receiver (eager: it never waited for the receive), by default and with a 4 KiB limit?"""
+    t = slow_send_trace(1200)
+    assert "eager_limit" not in t.meta
+    assert wait_states(t).empty
+    assert wait_states(t, eager_limit=4096).empty
+
+
+def test_a_rendezvous_send_to_a_late_receiver_is_one():
+    """Is the same Send a Late Receiver of 7000 ns when its message is above the eager limit
+    (100 kB by default, or 1200 B under a 1000-byte limit)?"""
+    for nbytes, limit in ((100_000, None), (1200, 1000)):
+        ws = wait_states(slow_send_trace(nbytes), eager_limit=limit)
+        assert ws[["rank", "call", "pattern", "wait_ns"]].values.tolist() == [
+            [0, "MPI_Send", "Late Receiver", 7000]]
+
+
+def test_late_receiver_on_a_replayed_trace_follows_the_models_eager_limit():
+    """Does a replayed trace judge by its model's eager limit: a 4 kB Sendrecv send half waits
+    for a late receiver under a 1 kB limit (Late Receiver), but not on the all-eager ideal
+    network?"""
+    def prog():
+        b = TraceBuilder(2)
+        b[0].sendrecv(1, 4000, 0, 1, 8, 1)
+        b[1].send(0, 8, 1).compute(3000).recv(0, 4000, 0)
+        return b
+    low = NetworkModel("ideal, eager limit 1000 B", IDEAL.intra, IDEAL.inter, 1000)
+    ws = wait_states(prog().build(low))
+    assert ws[["rank", "pattern", "wait_ns"]].values.tolist() == [[0, "Late Receiver", 3000]]
+    assert wait_states(prog().build()).empty
