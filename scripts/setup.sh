@@ -21,6 +21,10 @@ if command -v python3 >/dev/null; then
   PYTHONPATH=. python3 -c 'from hpclab.paths import checkout_access_report as r; print("\n".join(r()))' |
     while IFS= read -r line; do say "$line"; done
 fi
+if ! getent hosts "$(hostname)" >/dev/null 2>&1; then
+  say "WARNING: this machine's host name '$(hostname)' does not resolve (no line for it in /etc/hosts);"
+  say "         MariaDB's set-up and Slurm need it: add '127.0.1.1 $(hostname)' to /etc/hosts"
+fi
 
 # 1. System packages -------------------------------------------------------------------------
 missing=()

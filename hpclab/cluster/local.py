@@ -143,6 +143,21 @@ def check_prerequisites() -> None:
     missing = [p for p in REQUIRED_PROGRAMS if not shutil.which(p)]
     if missing:
         raise HpclabError(f"programs missing: {', '.join(missing)}", "run 'make setup' (as root) to install them")
+    _check_host_name_resolves()
+
+
+def _check_host_name_resolves() -> None:
+    """MariaDB's set-up and Slurm look the machine's own name up; a system without a line for it
+    (a bare debootstrap has no /etc/hosts at all) fails later, deep in a daemon's log."""
+    import socket
+
+    name = config.short_hostname()
+    try:
+        socket.getaddrinfo(name, None)
+    except OSError:
+        raise HpclabError(f"this machine's host name {name!r} does not resolve to an address",
+                          f"add the line '127.0.1.1 {name}' to /etc/hosts (Debian's installer writes one), "
+                          "then run 'make cluster-up' again") from None
 
 
 def _prepare_munge(lay: Layout) -> None:
