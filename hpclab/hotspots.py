@@ -585,8 +585,9 @@ def stream_traffic(result: dict) -> pd.DataFrame:
 
     Returns function, counted_bytes (what the reported rate counts, STREAM's convention),
     read_bytes and write_bytes (what the core moves with ordinary stores: write-allocate reads
-    each stored line first), moved_bytes (their sum), reported_mb_s (the kernel's best_mb_s) and
-    moved_mb_s = reported x moved / counted [MB/s, 10^6 B/s]. Older reports (no Update, Sum, no
+    each stored line first), moved_bytes (their sum), reported_mb_s (the kernel's best_mb_s),
+    moved_mb_s = reported x moved / counted [MB/s, 10^6 B/s] and ns_per_element (the best
+    repetition's time per element of one array, in ns). Older reports (no Update, Sum, no
     byte counts) give the four STREAM functions with the same byte counts."""
     try:
         kernels = result["results"]["kernels"]
@@ -601,7 +602,8 @@ def stream_traffic(result: dict) -> pd.DataFrame:
         moved = k.get("moved_bytes_per_element", read + written)
         rows.append({"function": name, "counted_bytes": counted, "read_bytes": moved - written,
                      "write_bytes": written, "moved_bytes": moved, "reported_mb_s": k["best_mb_s"],
-                     "moved_mb_s": k["best_mb_s"] * moved / counted})
+                     "moved_mb_s": k["best_mb_s"] * moved / counted,
+                     "ns_per_element": counted / k["best_mb_s"] * 1e3})
     return pd.DataFrame(rows)
 
 

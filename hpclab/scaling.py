@@ -96,12 +96,16 @@ def subdomains(rows: pd.DataFrame, caches: pd.DataFrame) -> pd.DataFrame:
     label with ranks, grid, rank_bytes (u and f of the largest subdomain, halo included),
     node_bytes (all ranks of the node), where each rank's subdomain lives (hotspots.residency
     of rank_bytes: L2, L3, partly cached, memory) and the share of the node's working set that
-    the caches could hold (all caches of the node together / node_bytes, capped at 1). A run
-    whose subdomains are closer to the caches than the single rank's gets part of its bytes from
-    cache, and its compute time falls by more than the rank count."""
+    the caches could hold (all caches of the node together / node_bytes, capped at 1), and
+    comp_efficiency: T_comp of the fastest 1-rank run / (ranks x T_comp of the label's fastest
+    run), NaN without 1-rank rows. A run whose subdomains are closer to the caches than the single
+    rank's gets part of its bytes from cache, and its compute time falls by more than the rank
+    count."""
     from hpclab import hotspots
 
     total_cache = int((caches["bytes"] * caches["count"]).sum())
+    one = rows.loc[rows["ranks"] == 1, "comp_mean"]
+    t1 = float(one.min()) if len(one) else float("nan")
     out = []
     for label, grp in rows.groupby("label", sort=False):
         r = grp.iloc[0]
@@ -112,7 +116,8 @@ def subdomains(rows: pd.DataFrame, caches: pd.DataFrame) -> pd.DataFrame:
         out.append({"label": label, "ranks": int(r["ranks"]), "grid": r["grid"],
                     "rank_bytes": rank_bytes, "node_bytes": node_bytes,
                     "rank_residency": hotspots.residency(rank_bytes, caches),
-                    "cacheable_share": min(1.0, total_cache / node_bytes)})
+                    "cacheable_share": min(1.0, total_cache / node_bytes),
+                    "comp_efficiency": t1 / (int(r["ranks"]) * float(grp["comp_mean"].min()))})
     return pd.DataFrame(out)
 
 

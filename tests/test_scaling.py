@@ -51,11 +51,13 @@ def test_subdomains_say_where_each_ranks_share_lives():
     against the caches, and a 1-rank run of a 512 grid show up as L3?"""
     caches = pd.DataFrame({"level": [1, 2, 3], "bytes": [32768, 1048576, 33554432], "count": [2, 2, 1]})
     rows = pd.DataFrame([
-        {"label": "1 rank", "ranks": 1, "grid": "1x1", "n": 512},
-        {"label": "2 ranks", "ranks": 2, "grid": "2x1", "n": 2048}])
+        {"label": "1 rank", "ranks": 1, "grid": "1x1", "n": 512, "comp_mean": 10.0},
+        {"label": "1 rank", "ranks": 1, "grid": "1x1", "n": 512, "comp_mean": 12.0},
+        {"label": "2 ranks", "ranks": 2, "grid": "2x1", "n": 2048, "comp_mean": 4.0}])
     t = scaling.subdomains(rows, caches).set_index("label")
     assert t.loc["1 rank", "rank_residency"] == "L3"
     assert t.loc["2 ranks", "rank_bytes"] == 2 * (1024 + 2) * (2048 + 2) * 8
     assert t.loc["2 ranks", "node_bytes"] == 2 * t.loc["2 ranks", "rank_bytes"]
     assert t.loc["2 ranks", "rank_residency"] == "partly cached"
     assert 0 < t.loc["2 ranks", "cacheable_share"] < 1
+    assert t.loc["2 ranks", "comp_efficiency"] == pytest.approx(10.0 / (2 * 4.0))
