@@ -458,3 +458,21 @@ def test_pingpong_runs_under_srun(bins, cluster):
     kv, _ = key_block(p.stdout)
     assert kv["ranks"] == "2" and "host[0]" in kv and "host[1]" in kv
     assert "Solution validates" in p.stdout.splitlines()
+
+
+def test_stream_reports_known_traffic_kernels_and_both_byte_counts(bins, tmp_path):
+    """Does stream run Update (in place) and Sum (read-only) beside STREAM's four, validate, and
+    report per kernel the bytes its rate counts and the bytes moved with write-allocate?"""
+    p, doc = run_json(bins, tmp_path, "stream", SMALL["stream"], np=None)
+    assert doc["validation"]["ok"]
+    res = doc["results"]
+    counted = {n: k["counted_bytes_per_element"] for n, k in res["kernels"].items()}
+    moved = {n: k["moved_bytes_per_element"] for n, k in res["kernels"].items()}
+    assert counted == {"Copy": 16, "Scale": 16, "Add": 24, "Triad": 24, "Update": 16, "Sum": 8}
+    assert moved == {"Copy": 24, "Scale": 24, "Add": 32, "Triad": 32, "Update": 16, "Sum": 8}
+    assert set(res["per_rank"][0]) == {"rank", *counted}
+    for name, k in res["kernels"].items():
+        # the rate counts `counted` bytes per element of one array over the best time
+        expect = counted[name] * res["array_elements"] / k["min_time"] / 1e6
+        assert k["best_mb_s"] == pytest.approx(expect, rel=1e-9)
+    assert "with write-allocate the core moves" in p.stdout
