@@ -578,6 +578,23 @@ def subdomain_summary(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def subdomain_figure(table: pd.DataFrame, title: str = "Compute rate of each decomposition's subdomain, one rank"):
+    """Bars of the median ns per grid point and iteration (all phases) per distinct subdomain
+    of a subdomain_table, with the min-max range of its runs as an error bar; each bar is
+    labelled with its local shape and the seed's. Returns a matplotlib Figure."""
+    from matplotlib.figure import Figure
+    s = subdomain_summary(table).drop_duplicates(subset=["local_x", "local_y"])
+    fig = Figure(figsize=(2.4 + 1.6 * len(s), 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    med = s["ns_per_point_median"].to_numpy(float)
+    err = np.vstack([med - s["ns_per_point_min"].to_numpy(float), s["ns_per_point_max"].to_numpy(float) - med])
+    labels = [f"{case}\n{r.local_x}x{r.local_y} (seed {r.seed_x}x{r.seed_y})" for case, r in s.iterrows()]
+    ax.bar(labels, med, yerr=err, capsize=4, color=COLORS["compute"], width=0.6)
+    ax.set_ylabel("ns per grid point and iteration (median, min-max)")
+    ax.set_title(title, loc="left", fontsize="medium")
+    return fig
+
+
 def simulated_table(sims: dict[str, Simulated]) -> pd.DataFrame:
     """One row per simulated case: ms per iteration of each component, inter-node messages per
     iteration (counted in the trace) and the parallel efficiency."""

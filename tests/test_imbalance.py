@@ -451,6 +451,15 @@ def test_subdomain_summary_ranks_cases_by_measured_rate():
     assert s.loc["strip", "runs"] == "strip-0, strip-1, strip-2"
 
 
+def test_subdomain_figure_has_one_bar_per_distinct_shape():
+    """Does the figure draw one bar per distinct subdomain (cases sharing a shape share a bar)?"""
+    table = hand_table({"tile": [1.0, 2.0], "tile again": [1.0, 2.0], "strip": [3.0, 4.0]})
+    for c, shape in (("tile", 8), ("tile again", 8), ("strip", 2)):
+        table.loc[table["case"] == c, ["grid", "seed_x", "seed_y", "local_x", "local_y"]] = ["g", 8, shape, 8, shape]
+    fig = imb.subdomain_figure(table)
+    assert len(fig.axes[0].patches) == 2
+
+
 @pytest.mark.cluster
 def test_measure_subdomains_on_real_slurm(cluster, tmp_path, monkeypatch):
     """Do single-rank Slurm jobs of each (tiny) subdomain shape give a tidy table with positive
