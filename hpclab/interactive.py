@@ -526,7 +526,8 @@ def _round_trips(comm, api: str, buf, obj, warm: int, n: int) -> float:
 
 def median_by_size(tables: list, label: str):
     """Several pingpong tables (e.g. the C kernel's repetitions, one run each) as one table with
-    the median t_usec and mbytes_per_sec per message size; transport = label."""
+    the median t_usec and mbytes_per_sec per message size, the fastest and slowest run's t_usec
+    (t_usec_min, t_usec_max: the spread overhead() compares against); transport = label."""
     import pandas as pd
 
     if not tables:
@@ -534,7 +535,8 @@ def median_by_size(tables: list, label: str):
     both = pd.concat(tables, ignore_index=True)
     out = both.groupby("bytes", as_index=False).agg(
         repetitions=("repetitions", "first"), t_usec=("t_usec", "median"),
-        mbytes_per_sec=("mbytes_per_sec", "median"), runs=("t_usec", "size"))
+        mbytes_per_sec=("mbytes_per_sec", "median"), runs=("t_usec", "size"),
+        t_usec_min=("t_usec", "min"), t_usec_max=("t_usec", "max"))
     out["transport"] = label
     return out
 
@@ -555,16 +557,27 @@ def overhead(c_table, py_tables: dict):
     """Python's cost per message, measured: for every size both sides measured, the C time,
     each Python variant's time (us) and the difference (us) and ratio to C.
 
-    c_table: the C pingpong's table (bytes, t_usec); py_tables: {name: pingpong_table(...)}.
-    Returns a DataFrame with one row per size."""
+    c_table: the C pingpong's table (bytes, t_usec, and t_usec_min / t_usec_max when it combines
+    several runs, as median_by_size gives); py_tables: {name: pingpong_table(...)}.
+    Returns a DataFrame with one row per size. With the C runs' spread, `{name}_vs_C` says whether
+    the Python time lies above every C run ("slower"), inside their spread ("within C's spread":
+    the extra is not resolved) or below every C run ("faster": a negative extra, which means the
+    two measurements differ in something besides Python, never that Python is cheaper)."""
+    import numpy as np
     import pandas as pd
 
-    out = c_table[["bytes", "t_usec"]].rename(columns={"t_usec": "C_us"})
+    spread = [c for c in ("t_usec_min", "t_usec_max") if c in c_table]
+    out = c_table[["bytes", "t_usec", *spread]].rename(
+        columns={"t_usec": "C_us", "t_usec_min": "C_min_us", "t_usec_max": "C_max_us"})
     for name, tab in py_tables.items():
         part = tab[["bytes", "t_usec"]].rename(columns={"t_usec": f"{name}_us"})
         out = out.merge(part, on="bytes", how="inner")
         out[f"{name}_extra_us"] = out[f"{name}_us"] - out["C_us"]
         out[f"{name}_x_C"] = out[f"{name}_us"] / out["C_us"]
+        if len(spread) == 2:
+            t = out[f"{name}_us"]
+            out[f"{name}_vs_C"] = np.select([t > out["C_max_us"], t < out["C_min_us"]],
+                                            ["slower", "faster"], "within C's spread")
     if out.empty:
         raise HpclabError("the C and Python pingpongs share no message size",
                           "run both with the same sizes (powers of two from 1 byte)")
@@ -582,8 +595,14 @@ def overhead_figure(table, provenance=None):
     names = [c[:-len("_extra_us")] for c in table.columns if c.endswith("_extra_us")]
     for i, name in enumerate(names):
         pos = table[table["bytes"] > 0]
-        ax.plot(pos["bytes"], pos[f"{name}_extra_us"], "o-", ms=3.5, lw=1,
-                color=plots.rank_color(i + 1), label=f"{name} - C")
+        color = plots.rank_color(i + 1)
+        ax.plot(pos["bytes"], pos[f"{name}_extra_us"], "-", lw=1, color=color)
+        resolved = pos[f"{name}_vs_C"] == "slower" if f"{name}_vs_C" in pos else pos["bytes"] > 0
+        ax.plot(pos["bytes"][resolved], pos[f"{name}_extra_us"][resolved], "o", ms=3.5, color=color,
+                label=f"{name} - C")
+        if (~resolved).any():  # hollow: inside the C runs' spread, or below it
+            ax.plot(pos["bytes"][~resolved], pos[f"{name}_extra_us"][~resolved], "o", ms=4.5,
+                    mfc="none", color=color, label=f"{name} - C, not above every C run")
     ax.axhline(0, color="0.3", lw=0.8)
     ax.set(xscale="log", xlabel="message size [bytes]", ylabel="extra one-way time [us]",
            title="What Python adds to each message (measured: Python time - C time)")

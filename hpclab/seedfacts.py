@@ -87,6 +87,11 @@ def imbalance_2014_per_rank_iteration() -> pd.DataFrame:
     return df
 
 
+# Intel MPI's default eager threshold (I_MPI_EAGER_THRESHOLD, bytes; Intel MPI Library Developer
+# Reference): the 2014 runs used Intel MPI 5.0 with its defaults, so every halo of the study (a row
+# of 3600 doubles, 28.8 kB, at most) went eagerly, between nodes as inside them.
+INTEL_MPI_EAGER_THRESHOLD = 262144
+
 POISSON_2014 = {
     "grid": (3600, 3600), "ranks": 384, "nodes": 16, "cores_per_node": 24,
     "cpu": "Intel Xeon E5-2697 v2 (Ivy Bridge), 12 cores, 2.7 GHz, 2 sockets per node",

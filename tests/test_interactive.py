@@ -104,6 +104,21 @@ def test_overhead_is_python_minus_c_on_shared_sizes():
         interactive.overhead(c, {"x": pd.DataFrame({"bytes": [3], "t_usec": [1.0]})})
 
 
+def test_overhead_says_when_python_is_not_slower_than_every_c_run():
+    """With the C runs' spread: is a Python time above every C run 'slower', one inside the spread
+    'within', and one below every C run (a negative extra) 'faster', never taken as a cost?"""
+    runs = [pd.DataFrame({"bytes": [8, 64, 4096], "repetitions": [10] * 3, "t_usec": t,
+                          "mbytes_per_sec": [1.0] * 3}) for t in ([1.0, 2.0, 300.0], [1.2, 2.4, 350.0],
+                                                                   [1.1, 2.2, 320.0])]
+    c = interactive.median_by_size(runs, "C")
+    assert c["t_usec_min"].tolist() == [1.0, 2.0, 300.0] and c["t_usec_max"].tolist() == [1.2, 2.4, 350.0]
+    py = {"buf": pd.DataFrame({"bytes": [8, 64, 4096], "t_usec": [1.5, 2.3, 250.0]})}
+    out = interactive.overhead(c, py)
+    assert out["buf_vs_C"].tolist() == ["slower", "within C's spread", "faster"]
+    assert out["buf_extra_us"].iloc[2] < 0
+    assert isinstance(interactive.overhead_figure(out), Figure)
+
+
 def test_median_by_size_takes_the_middle_run():
     """Does combining three runs keep, per size, the median time?"""
     runs = [pd.DataFrame({"bytes": [1, 2], "repetitions": [10, 10], "t_usec": [t, 2 * t],
