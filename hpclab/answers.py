@@ -278,8 +278,9 @@ def check(cells: list[dict], lab_dir: Path, limits, unconfined: bool = False) ->
         proc = subprocess.run(command, input=stdin, capture_output=True, text=True, cwd=lab_dir,
                               env=env, timeout=limits.wall_seconds)
     else:
-        with sandbox.Sandbox(limits, ro=(lab_dir,)) as box:
-            box.chdir = str(lab_dir)
+        # a copy of the submission as collected, read-only (readable by the sandbox's user
+        # whatever the modes in the zip were)
+        with sandbox.Sandbox(limits, workdir=lab_dir, writable=False) as box:
             proc = box.run(command, stdin=stdin)
     if proc.returncode != 0:
         raise RuntimeError(f"the grader's check of {lab_dir} failed (exit {proc.returncode}): "

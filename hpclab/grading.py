@@ -496,11 +496,10 @@ HOSTILE = {
     "sbatch": r'''
 import subprocess
 _out = []
-for _cmd in (["sbatch", "--job-name=@NONCE@", "--wrap", "id > /tmp/escaped"],
-             ["sbatch", "--job-name=@NONCE@", "--wrap", "id"],):
+for _env in ({}, {"SLURM_CONF": "@STATE@/etc/slurm.conf"}):   # sbatch's default config, the cluster's
     try:
-        _p = subprocess.run(_cmd, capture_output=True, text=True, timeout=20,
-                            env={"PATH": "/usr/bin:/bin", "SLURM_CONF": "@STATE@/etc/slurm.conf"})
+        _p = subprocess.run(["sbatch", "--job-name=@NONCE@", "--wrap", "id > /tmp/escaped"],
+                            capture_output=True, text=True, timeout=4, env={"PATH": "/usr/bin:/bin", **_env})
         _out.append((_p.returncode, (_p.stdout + _p.stderr).strip()[-120:]))
     except Exception as _e:
         _out.append((-1, repr(_e)))
@@ -769,17 +768,22 @@ def _checksums(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
     return out
 
 
-def _guarded(course: Path, runs: dict[str, Path]) -> dict[str, Path]:
+def _guarded(course: Path, runs: dict[str, Path], runs_root: Path | None = None) -> dict[str, Path]:
     """What autograde must leave byte-identical: the course tree apart from what autograde
     writes, the runs the class packed, the lab sources, the package, the venv's site-packages
     top level (a .pth there would run in the grader), the cluster's configuration."""
     import site
 
-    out = {"course": course, "labs": _labs_dir(), "package": Path(__file__).resolve().parent,
+    # the package: the modules the grader itself runs (other modules may be edited meanwhile)
+    pkg = Path(__file__).resolve().parent
+    out = {"course": course, "labs": _labs_dir(),
+           **{f"package:{m}": pkg / f"{m}.py" for m in ("__init__", "grading", "answers", "sandbox")},
            "cluster-etc": paths.state_dir() / "etc", "etc-slurm": Path("/etc/slurm"),
            "munge": paths.daemon_state_dir() / "munge" / "munge.key"}
     for i, run in enumerate(sorted(runs.values())):
         out[f"run{i}"] = Path(run)
+    if runs_root is not None:           # a runs folder of the caller's own (tests): all of it
+        out["runs"] = Path(runs_root)
     for sp in site.getsitepackages():
         out[f"site:{sp}"] = Path(sp)
     return out
@@ -924,7 +928,7 @@ def run_demo(course_dir: str | Path | None = None, students=None, timeout: int =
                     if p.is_file():
                         z.write(p, p.relative_to(lab_dir))
         collect(course, DEMO_LAB, downloads)
-        guarded = _guarded(course, runs)
+        guarded = _guarded(course, runs, runs_root)
         before = _snapshot(guarded)
         since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
         t0 = time.monotonic()

@@ -195,16 +195,18 @@ def _parents(dests: list[str]) -> list[str]:
 
 
 def bwrap_argv(command: list[str], scratch: Path, binds: list[tuple[str, str, str]],
-               chdir: str, limits: Limits, ids: tuple[int, int] | None) -> list[str]:
+               chdir: str, limits: Limits, ids: tuple[int, int] | None,
+               roots: list[Path] | None = None) -> list[str]:
     """The full command line: bwrap ... [setpriv ... bwrap --unshare-user ...] command.
 
     binds: (kind, source, destination), kind "ro" or "rw"; ids: (uid, gid) to drop to (root
-    mode) or None (unprivileged mode: one bwrap with a user namespace)."""
+    mode) or None (unprivileged mode: one bwrap with a user namespace); roots: folders bound
+    read-only at their own paths (default: Python's, the venv's and the package's)."""
     mounts = []
     for name in ETC_FILES:
         mounts += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     mounts += _identity_files(scratch, *(ids or (os.getuid(), os.getgid())))
-    for root in _python_roots():
+    for root in _python_roots() if roots is None else roots:
         mounts += ["--ro-bind", str(root), str(root)]
     for kind, src, dest in binds:
         mounts += ["--bind" if kind == "rw" else "--ro-bind", src, dest]
@@ -313,10 +315,12 @@ def sweep() -> list[str]:
 class Sandbox:
     """One sandbox's private folder, cgroup and identity; `run` starts a command in it.
 
-    workdir: a folder copied into the sandbox at its own path, writable there (the copy is
-    thrown away); ro: folders bound read-only at their own paths."""
+    workdir: a folder copied into the sandbox at its own path (the copy is owned by the
+    sandbox's user and thrown away afterwards), writable there unless writable=False, and the
+    folder commands start in; ro: more folders bound read-only at their own paths."""
 
-    def __init__(self, limits: Limits, workdir: Path | None = None, ro: tuple[Path, ...] = ()):
+    def __init__(self, limits: Limits, workdir: Path | None = None, ro: tuple[Path, ...] = (),
+                 writable: bool = True):
         self.limits = limits
         self.mode = mode()
         if self.mode is None:
@@ -334,7 +338,7 @@ class Sandbox:
             work = self.scratch / "work"
             shutil.copytree(workdir, work, symlinks=True)
             self._own(work)
-            self.binds.append(("rw", str(work), str(Path(workdir).resolve())))
+            self.binds.append(("rw" if writable else "ro", str(work), str(Path(workdir).resolve())))
             self.chdir = str(Path(workdir).resolve())
         self.group = _memory_cgroup(limits)
 

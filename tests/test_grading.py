@@ -136,13 +136,18 @@ def test_shared_exchange_is_left_to_its_administrator(tmp_path, monkeypatch):
 
 @pytest.mark.cluster
 def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
-    """Graded for real by nbgrader, does every simulated student get exactly the expected score,
-    losing points on exactly the expected cells, with feedback for each, the grades in the CSV,
-    tampered cells named, and nothing outside the submissions changed?"""
+    """Graded for real by nbgrader in one run, does every simulated student, the hostile wing
+    included, get exactly the expected score, losing points on exactly the expected cells, with
+    feedback for each, the grades in the CSV, tampered cells named; is every escape attempt
+    blocked (no Slurm job in sacct over the window, the sleeper outside alive, nothing written),
+    and are the course tree, the runs and the cluster's configuration byte-identical?"""
     root = next(iter(real_runs.values())).parent.parent
     result = grading.run_demo(tmp_path / "course", timeout=10, runs_root=root)
     print("\n".join(result["lines"]))
-    assert result["untouched"]
+    assert result["changed"] == [] and result["untouched"]
+    assert result["jobs"] == []
+    assert set(result["hostile"]) == set(grading.HOSTILE_KINDS)
+    assert all(v == "" for v in result["hostile"].values()), result["hostile"]
     for student, lost in grading.EXPECTED_LOST.items():
         cells = result["cells"][student]
         assert {g for g, (score, mx) in cells.items() if score < mx} == lost, student
@@ -287,3 +292,30 @@ def test_placement_lab_full_solution_gets_full_marks(placement_runs, tmp_path):
     assert sum(mx for _, mx in cells["full"].values()) == 7
     assert all(score == 0 for score, _ in cells["unchanged"].values())
     assert {r["student_id"]: float(r["score"]) for r in rows} == {"full": 7.0, "unchanged": 0.0}
+
+
+@pytest.mark.cluster
+def test_unconfined_flag_grades_the_instructors_own_notebook(real_runs, tmp_path, capsys):
+    """With --unconfined (no sandbox: the instructor's own test notebooks only), does autograde
+    still grade the solution fully, with the checks outside the kernel?"""
+    import zipfile
+
+    import nbformat
+
+    lab = grading.DEMO_LAB
+    course = grading.init_course(tmp_path / "course", [lab])
+    grading.release(course, lab)
+    src = nbformat.read(course / "source" / lab / f"{lab}.ipynb", as_version=4)
+    rel = nbformat.read(course / "release" / lab / f"{lab}.ipynb", as_version=4)
+    folder, downloads = tmp_path / "mine", tmp_path / "downloads"
+    folder.mkdir()
+    downloads.mkdir()
+    nbformat.write(grading._answered(rel, src), folder / f"{lab}.ipynb")
+    labdata.pack(real_runs, folder)
+    with zipfile.ZipFile(downloads / "instructor.zip", "w") as z:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                z.write(p, p.relative_to(folder))
+    grading.collect(course, lab, downloads)
+    assert grading.main(["autograde", str(course), lab, "--unconfined", "--timeout", "60"]) == 0
+    assert "instructor       6 / 6" in capsys.readouterr().out
