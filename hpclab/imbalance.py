@@ -139,17 +139,37 @@ def rendezvous_n(grid: str, eager: int, factor: float = 2.0, multiple: int = 64)
     return n
 
 
-def dependency_table(analysed: list[Analysed], iterations: int | None = None) -> pd.DataFrame:
+def dependency_table(analysed: list[Analysed], iterations: int | None = None, model=None) -> pd.DataFrame:
     """T_depend (and the rest of the split) per exchange style: split_table of the runs with a
     column `exchange` (from the label) and, per row, T_depend divided by the median T_depend of
     the non-blocking runs (`depend_vs_nonblocking`; NaN without non-blocking runs or when their
-    median is 0). The ratio is what the seed's lesson claims: the naive chain makes ranks wait
-    for each other, Isend/Irecv does not."""
+    median is 0).
+
+    On the ideal network a message costs nothing, so a rendezvous chain costs nothing either
+    when the ranks arrive together: the naive order shows in T_depend only through the
+    arrival differences (noise, imbalance) it passes along the chain. What the chain really
+    costs is one message time per link, one after the other: 2 (P - 1) message times per
+    dimension and exchange on a chain of P ranks, against about one for the non-blocking
+    exchange. With `model` (a NetworkModel with latency, bandwidth and eager limit, e.g.
+    pingpong_model(..., eager=eager_limit())) each trace is also replayed on it, and the
+    columns `T_chain` (replay on the model minus the ideal replay: what messages cost, same
+    unit as the other times) and `chain_vs_nonblocking` (over the non-blocking runs' median)
+    show that cost."""
+    from hpclab.trace.replay import replay
+    from hpclab.trace.split import run_time
     tab = split_table(analysed, iterations)
     tab.insert(1, "exchange", [str(lbl).split()[-1] for lbl in tab["label"]])
-    base = tab.loc[tab["exchange"] == "nonblocking", "T_depend"]
-    ref = float(base.median()) if len(base) else float("nan")
-    tab["depend_vs_nonblocking"] = tab["T_depend"] / ref if ref and ref == ref else float("nan")
+
+    def vs_nonblocking(col):
+        base = tab.loc[tab["exchange"] == "nonblocking", col]
+        ref = float(base.median()) if len(base) else float("nan")
+        return tab[col] / ref if ref and ref == ref else float("nan")
+
+    tab["depend_vs_nonblocking"] = vs_nonblocking("T_depend")
+    if model is not None:
+        scale = 1e-9 if iterations is None else 1e-6 / iterations
+        tab["T_chain"] = [(run_time(replay(a.trace, model)) - run_time(a.ideal)) * scale for a in analysed]
+        tab["chain_vs_nonblocking"] = vs_nonblocking("T_chain")
     return tab
 
 

@@ -328,6 +328,27 @@ def test_naive_exchange_above_the_eager_limit_makes_every_rank_wait_for_the_whol
     assert naive.T_depend == pytest.approx(9000) and nonblocking.T_depend == pytest.approx(0)
 
 
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+def test_naive_chain_costs_two_message_times_per_link_on_a_network_with_latency(ranks):
+    """With every rank arriving at once, does the naive exchange of 8 kB (rendezvous) messages on
+    a network of latency L and bandwidth BW take 2 (P - 1) message times (L + 8 kB / BW), the
+    upward and the downward chain one link after the other, while the non-blocking one takes
+    one, whatever P? And does dependency_table report that as T_chain, relative to non-blocking?"""
+    model = hockney(1.0, 4000.0, eager_limit=4096)
+    message = 1000 + 8192 / 4.0  # ns: 1 us + 8192 B at 4 bytes per ns
+    runs = []
+    for how in ("naive", "nonblocking"):
+        tr = chain_exchange(how, 8192, [[50_000] * ranks] * 3)
+        ideal = replay(tr, imb.ideal_model(4096))
+        assert imb.split_table([imb.Analysed("x", 1, None, tr, ideal, split(tr, ideal))])["T_depend"].iloc[0] == 0
+        runs.append(imb.Analysed(f"1D {ranks}x1 {how}", 1, None, tr, ideal, split(tr, ideal)))
+    tab = imb.dependency_table(runs, model=model).set_index("exchange")
+    assert tab.loc["naive", "T_chain"] * 1e9 == pytest.approx(3 * 2 * (ranks - 1) * message, abs=3)
+    assert tab.loc["nonblocking", "T_chain"] * 1e9 == pytest.approx(3 * message, abs=3)
+    assert tab.loc["naive", "chain_vs_nonblocking"] == pytest.approx(2 * (ranks - 1), rel=1e-3)
+    assert "T_chain" not in imb.dependency_table(runs).columns
+
+
 def test_rendezvous_n_puts_every_halo_message_above_the_eager_limit():
     """Is rendezvous_n the smallest multiple of 64 whose smallest halo message is >= 2 x the eager
     limit, on 1D and 2D grids, and a 1x1 grid refused?"""
