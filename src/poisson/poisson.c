@@ -3,8 +3,9 @@
    The right-hand side is manufactured from u = sin(pi x) sin(pi y) (f = 2 pi^2 u), so the
    error against the analytic answer is known and checked. --shape NXxNY solves on a rectangle
    instead (same spacing h in x and y, the longer side of length 1, u = sin(pi x/a) sin(pi y/b)):
-   one rank can then time the subdomain shape of any decomposition, e.g. a long thin strip. Within one colour the update order
-   does not matter, so every process grid and halo-exchange variant gives bit-identical numbers.
+   one rank can then time the subdomain shape of any decomposition, e.g. a long thin strip.
+   Within one colour the update order does not matter, so every process grid and halo-exchange
+   variant gives bit-identical numbers.
    Phases per iteration: red sweep, halo exchange (copy + MPI), black sweep, exchange,
    residuum (max norm, MPI_Allreduce). With --fuse the residuum of the inner points is computed
    inside the black sweep, one row behind it, and only a thin ring of points waits for the
@@ -105,8 +106,7 @@ static options parse(int argc, char **argv, int rank, int size)
                 hpc_usage_error(a, what, "NXxNY interior points along x and y, e.g. 3600x10");
             }
             have_shape = 1;
-        }
-        else if (!strcmp(a, "--iters"))
+        } else if (!strcmp(a, "--iters"))
             o.iters = hpc_arg_ll(a, hpc_arg_value(argc, argv, &i, ALLOWED), 1, 100000000, "1..100000000");
         else if (!strcmp(a, "--tol"))
             o.tol = hpc_arg_double(a, hpc_arg_value(argc, argv, &i, ALLOWED), 0.0, 1.0, "0..1 (relative to the initial residual)");
@@ -246,10 +246,11 @@ static void exchange(domain *d)
            chain sends to MPI_PROC_NULL (returns at once) and goes on to its receive, which
            releases the rank below it, and so on down the chain. So the exchange does not hang;
            it serialises: rank k's upward send waits for every rank above it, and the downward
-           half then unwinds from the bottom. Each rank ends up waiting for the slowest rank of
-           its whole row or column, not just for its neighbours: the dependency the seed's
-           ideal-network trace shows and Isend/Irecv removes. Below the eager limit every send
-           returns at once and the order costs nothing. */
+           half then unwinds from the bottom: 2 (P - 1) message times one after the other on a
+           chain of P ranks, where Isend/Irecv pays about one. A rank late to the exchange holds
+           up its whole row or column, not just its neighbours (on a zero-latency network that
+           is all the chain costs). Below the eager limit every send returns at once and the
+           order costs nothing. */
         for (int dim = 0; dim < 2; dim++) {
             int lo = 2 * dim, hi = 2 * dim + 1;
             MPI_Send(s + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 1, c);
