@@ -105,7 +105,7 @@ def read_record(outputs) -> dict:
         values, skipped = doc["values"], doc["skipped"]
         assert isinstance(values, dict) and isinstance(skipped, dict)
         return {"values": values, "skipped": {str(k): str(v)[:300] for k, v in skipped.items()}}
-    except (ValueError, KeyError, TypeError, AssertionError):
+    except (ValueError, KeyError, TypeError, AssertionError, RecursionError):
         return {"values": {}, "skipped": {}, "problem": "the answers your kernel gave were malformed"}
 
 

@@ -5,13 +5,13 @@ A course folder is nbgrader's layout (source/, release/, submitted/, autograded/
 gradebook.db) plus our grader/nbgrader_config.py. Each step is one nbgrader command run in that
 folder. Steps never overwrite earlier results (no --force): a step already done is an error.
 
-Student code runs in nbgrader's kernel, started through `python -m hpclab.grading kernel`. When
-the grader is root, that kernel gets a private mount namespace where the hidden tests (source/,
-gradebook.db) and other students' work are covered, / is read-only and no capability is left:
-a notebook cannot read the hidden tests nor write anywhere but its own scratch space.
-Hidden tests take expected values from `reference(lab, lab_dir)`, computed in a fresh Python
-process with the package's analysis (a notebook that patches hpclab in its own process does not
-change them), and only from packed runs that pass `labdata.verify`.
+Student code runs in nbgrader's kernel, started through `python -m hpclab.grading kernel`, inside
+hpclab.sandbox: as the dedicated user hpclab-grader, in a bubblewrap sandbox with no network, only
+a copy of its own folder writable, and resource limits. Graded test cells are not run there: the
+kernel only reports the answers they read, and the grader runs the tests on them in a process of
+its own (hpclab.answers), so nothing the notebook patches counts. Hidden tests take expected
+values from `reference(lab, lab_dir)`, computed in a fresh Python process with the package's
+analysis, and only from packed runs that pass `labdata.verify`.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def ensure_exchange(course_dir: str | Path) -> Path | None:
 
 
 def _install_kernel(course: Path) -> None:
-    """A kernel spec that starts ipykernel through `hpclab.grading kernel` (drops to nobody)."""
+    """A kernel spec that starts ipykernel through `hpclab.grading kernel` (in hpclab.sandbox)."""
     spec = course / "jupyter" / "kernels" / KERNEL_NAME
     spec.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "hpclab.grading", "kernel", "{connection_file}"]

@@ -243,8 +243,8 @@ def _memory_cgroup(limits: Limits) -> Path | None:
         files = {"memory.max": str(mem), "memory.swap.max": "0", "pids.max": str(limits.processes)}
         base = v2
     else:
-        base = v2 / "memory"
-        if not (base / "memory.limit_in_bytes").is_file():
+        base = _v1_memory_base()
+        if base is None or not (base / "memory.limit_in_bytes").is_file():
             return None
         files = {"memory.limit_in_bytes": str(mem), "memory.memsw.limit_in_bytes": str(mem)}
     group = base / name
@@ -257,6 +257,17 @@ def _memory_cgroup(limits: Limits) -> Path | None:
     except OSError:
         shutil.rmtree(group, ignore_errors=True) if not group.exists() else _rmdir(group)
         return None
+
+
+def _v1_memory_base() -> Path | None:
+    """The v1 memory cgroup this process is in (a sandbox's group goes below it, so whatever
+    bounds the grader bounds the sandbox too)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+            return base if base.is_dir() else None
+    return None
 
 
 def _rmdir(path: Path) -> None:
@@ -294,7 +305,7 @@ def sweep() -> list[str]:
     Returns the paths removed."""
     gone = []
     candidates = list(SCRATCH_ROOT.glob(f"{SCRATCH_PREFIX}*"))
-    for base in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory")):
+    for base in (Path("/sys/fs/cgroup"), _v1_memory_base() or Path("/sys/fs/cgroup/memory")):
         candidates += list(base.glob(f"{SCRATCH_PREFIX}*"))
     for path in candidates:
         try:

@@ -198,7 +198,18 @@ def test_memory_cgroup_is_made_and_removed():
             pytest.skip("no writable memory cgroup on this machine (RLIMIT_AS stands in)")
         limit_file = group / ("memory.max" if (group / "memory.max").exists() else "memory.limit_in_bytes")
         assert int(limit_file.read_text()) == 300 << 20
-        assert box.run(["true"]).returncode == 0
+        proc = box.popen(["sleep", "30"])
+        try:
+            for _ in range(100):
+                inside = set(_descendants(proc.pid))
+                if any(Path(f"/proc/{p}/comm").read_text().strip() == "sleep" for p in inside):
+                    break
+                time.sleep(0.05)
+            members = {int(p) for p in (group / "cgroup.procs").read_text().split()}
+            assert inside and inside <= members      # every process of the sandbox is in it
+        finally:
+            proc.kill()
+            proc.wait()
     assert not group.exists()
 
 
@@ -347,3 +358,25 @@ def test_check_runs_sandboxed_on_a_read_only_copy(tmp_path):
     res = answers.check([{"id": "t", "source": src, "values": {"uid": uid}, "skipped": {}}],
                         tmp_path, sandbox.Limits())
     assert res[0]["passed"], res
+
+
+@pytest.mark.parametrize("lab", grading.LABS)
+def test_every_test_cell_reads_only_answers_the_solution_defines(lab):
+    """Since test cells run outside the kernel on the answers it reports, does each lab's test
+    cell read only names its solution cells assign (no module or helper of the notebook's)?"""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(grading._labs_dir() / lab / f"{lab}.ipynb", as_version=4)
+    assigned = set()
+    for cell in nb.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            for node in ast.walk(ast.parse(cell.source)):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    assigned.add(node.id)
+    tests = [c for c in nb.cells if answers.test_cell(c)]
+    assert tests
+    for cell in tests:
+        names = answers.free_names(cell.source)
+        assert names and set(names) <= assigned, (cell.metadata["nbgrader"]["grade_id"], names)
