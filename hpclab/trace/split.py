@@ -38,8 +38,9 @@ from hpclab.trace.events import Trace, bursts
 
 def rank_times(trace: Trace) -> pd.DataFrame:
     """Per rank: start_ns, end_ns (window), comp_ns (compute inside the window: CPU time of the
-    bursts where recorded, else wall time), comp_wall_ns (their wall time) and off_cpu_ns
-    (comp_wall_ns - comp_ns: time switched out while computing)."""
+    bursts where recorded, else wall time), comp_wall_ns (their wall time), off_cpu_ns
+    (comp_wall_ns - comp_ns: time switched out while computing) and not_running_ns (the window's
+    wall time minus the CPU time the rank got in it, MPI calls included; 0 without CPU times)."""
     ev = trace.events
     rank = ev["rank"].to_numpy()
     call = ev["call"].to_numpy()
@@ -69,8 +70,17 @@ def rank_times(trace: Trace) -> pd.DataFrame:
     inside = (idx > lo[owner]) & (idx <= hi[owner])
     comp_wall = np.bincount(owner[inside], weights=gap[inside], minlength=len(ranks)).astype(np.int64)
     comp = np.bincount(owner[inside], weights=cpu[inside], minlength=len(ranks)).astype(np.int64)
+    # CPU time over the window: from the CPU time at its start to that at its end
+    not_running = np.zeros(len(ranks), dtype=np.int64)
+    if "cpu_enter" in ev.columns:
+        ce, cx = ev["cpu_enter"].to_numpy(), ev["cpu_exit"].to_numpy()
+        c0 = np.where(call[lo] == "MPI_Init", cx[lo], ce[lo])
+        c1 = np.where(call[hi] == "MPI_Finalize", ce[hi], cx[hi])
+        known = (c0 >= 0) & (c1 >= 0)
+        not_running = np.where(known, np.maximum((end - start) - (c1 - c0), 0), 0)
     return pd.DataFrame({"start_ns": start, "end_ns": end, "comp_ns": comp,
-                         "comp_wall_ns": comp_wall, "off_cpu_ns": comp_wall - comp},
+                         "comp_wall_ns": comp_wall, "off_cpu_ns": comp_wall - comp,
+                         "not_running_ns": not_running},
                         index=pd.Index(ranks, name="rank"))
 
 

@@ -274,7 +274,8 @@ def test_cpu_times_load_per_event_and_old_traces_load_without_them(tmp_path):
     assert t.meta["cpu_interval_ns"] == 100_000 and t.meta["cpu_time_note"] == ""
     from hpclab.trace.split import rank_times
     rt = rank_times(t)
-    assert rt[["comp_ns", "comp_wall_ns", "off_cpu_ns"]].values.tolist() == [[5700, 8700, 3000]]
+    assert rt[["comp_ns", "comp_wall_ns", "off_cpu_ns", "not_running_ns"]].values.tolist() == \
+        [[5700, 8700, 3000, 3000]]
 
     write_rank(tmp_path / "v1", 0, 1, recs)
     old = load_dir(tmp_path / "v1")

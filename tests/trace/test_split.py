@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from hpclab.trace.builder import TraceBuilder
 from hpclab.trace.model import IDEAL, hockney
 from hpclab.trace.replay import replay
-from hpclab.trace.split import split
+from hpclab.trace.split import rank_times, split
 from hpclab.trace.waitstates import by_rank, wait_states
 
 W = 1000
@@ -125,6 +125,7 @@ def test_descheduled_rank_leaves_exactly_its_switched_out_time_as_the_rest():
     assert (s.T_real, s.T_ideal, s.T_model) == (4008, 1000, 2008)
     assert (s.T_comp, s.T_load, s.T_depend, s.T_transfer, s.T_rest) == (1000, 0, 0, 1008, 2000)
     assert s.T_off_cpu == 1000  # mean over the ranks of wall - CPU in compute
+    assert rank_times(real)["not_running_ns"].tolist() == [2000, 0]
     assert sum(s.parts().values()) == s.T_real
 
 
