@@ -434,6 +434,12 @@ def test_subdomain_specs_run_each_distinct_shape_once_on_one_rank():
     assert all(s.args.n is None and s.args.grid == "1x1" for s in specs)
     strip = next(s for s in specs if s.args.shape == "3600x9")
     assert strip.args.iters == round(imb.UPDATES_PER_RUN / (3600 * 9))
+    assert strip.args.to_argv()[:2] == ["--shape", "3600x9"]
+    from hpclab import spec
+    with pytest.raises(HpclabError, match="not both"):
+        spec.make_spec(kernel="poisson", ntasks=1, args={"n": 8, "shape": "8x4"})
+    with pytest.raises(HpclabError, match="shape"):
+        spec.make_spec(kernel="poisson", ntasks=1, args={"shape": "8 by 4"})
 
 
 def hand_table(rates: dict[str, list[float]]) -> pd.DataFrame:
