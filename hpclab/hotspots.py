@@ -627,6 +627,15 @@ def memory_roof(stream_results: list[dict], fused: bool = False) -> dict:
             "array_bytes": int(stream_results[best]["results"]["bytes_per_array"])}
 
 
+def alone_on_the_node(cores: int | None) -> dict:
+    """Spec fields for one rank, one thread, that has the node to itself: the job asks for every
+    core of the node (cpus_per_task), so no other job of the same experiment runs beside it and
+    shares the memory bus and the last-level cache, and OpenMP binds the one thread to the first
+    core of the rank's mask. cores: the partition's cores per node (None: 1)."""
+    return {"cpus_per_task": max(1, int(cores or 1)), "binding": {"cpu_bind": "cores"},
+            "omp": {"num_threads": 1, "proc_bind": "true", "places": "cores"}}
+
+
 def roofline(lups: float, bandwidth_mb_s: float, fused: bool = False) -> dict:
     """Compare a measured rate with the memory roofline.
 

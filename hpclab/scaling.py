@@ -159,12 +159,14 @@ def efficiency_by_family(rows: pd.DataFrame, configs: list[dict]) -> pd.DataFram
                  "comp_efficiency", "family"])
 
 
-def triad_specs(size: int, repetitions: int, experiment: str = "roofline") -> list:
+def triad_specs(size: int, repetitions: int, experiment: str = "roofline", cores: int | None = None) -> list:
     """STREAM specs measuring one bound rank's bandwidth (the roofline's memory term; read it
     with hotspots.memory_roof). size: doubles per array, hotspots.stream_elements(LLC) so each
-    array is at least 4x the last-level cache."""
-    from hpclab import placement
+    array is at least 4x the last-level cache. cores: the node's cores; when given, the job takes
+    the whole node (hotspots.alone_on_the_node) so no other job shares its memory bus."""
+    from hpclab import hotspots, placement
 
-    case = placement.Case("1 rank, arrays >= 4x the last-level cache", {"binding": {"cpu_bind": "cores"}, "omp": {"num_threads": 1}},
+    fields = hotspots.alone_on_the_node(cores) if cores else {"binding": {"cpu_bind": "cores"}, "omp": {"num_threads": 1}}
+    case = placement.Case("1 rank, arrays >= 4x the last-level cache", fields,
                           "one core streaming arrays far larger than the caches", ntasks=1)
     return placement.specs([case], size=size, reps=10, repetitions=repetitions, experiment=experiment)

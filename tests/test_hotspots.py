@@ -404,3 +404,14 @@ def test_a_real_memory_resident_run_stays_below_its_roof(tmp_path):
     roof = hotspots.memory_roof(streams)
     assert hotspots.residency(hotspots.working_set_bytes(n), caches) == "memory"
     assert hotspots.roofline(lups, roof["moved_mb_s"])["fraction"] <= 1.0
+
+
+def test_alone_on_the_node_reserves_every_core_for_one_thread():
+    """Do the roof's spec fields make a valid one-rank, one-thread spec that reserves all the
+    node's cores (so no job of the same experiment shares its memory bus)?"""
+    from hpclab import spec
+
+    fields = hotspots.alone_on_the_node(2)
+    s = spec.make_spec(kernel="stream", ntasks=1, args={"size": 1000}, **fields, experiment="t", label="t")
+    assert s.cpus_per_task == 2 and s.omp.num_threads == 1 and s.omp.proc_bind == "true"
+    assert hotspots.alone_on_the_node(None)["cpus_per_task"] == 1
