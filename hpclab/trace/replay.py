@@ -542,93 +542,99 @@ def _run_links(P: _Plan, trace: Trace, model: NetworkModel):
     while heap:
         te, r = pop(heap)
         j = pos[r]
-        k = kind[j]
-        blocked = -1
-        if k == NOW:
-            put(slot[j], te)
-            x = te
-        elif k == ERECV:  # slot: the send side
-            s = slot[j]
-            if post[s] < 0:
-                blocked = s
-            else:
+        end = ends[r]
+        while True:  # run rank r while its next step is still the earliest of all
+            k = kind[j]
+            blocked = -1
+            if k == NOW:
+                put(slot[j], te)
+                x = te
+            elif k == ERECV:  # slot: the send side
+                s = slot[j]
+                if post[s] < 0:
+                    blocked = s
+                else:
+                    a = arrive[s >> 1]
+                    x = a if a > te else te
+            elif k == RSEND or k == RRECV:
+                s = slot[j]
+                put(s, te)
                 a = arrive[s >> 1]
-                x = a if a > te else te
-        elif k == RSEND or k == RRECV:
-            s = slot[j]
-            put(s, te)
-            a = arrive[s >> 1]
-            if a < 0:
-                blocked = s ^ 1
-            else:
-                x = a
-        elif k == ARRIVE:
-            c = slot[j]
-            n_in = arrived[c] = arrived[c] + 1
-            if te > cmax[c]:
-                cmax[c] = te
-            if xf[j]:
-                croot[c] = te
-            if cwait[c] and (n_in == csize[c] or (xf[j] and ckind[c] == BCAST)):
-                for w in cwait[c]:
-                    push(heap, (tcur[w] + burst[pos[w]], w))
-                cwait[c] = []
-            x = te
-        elif k == LEAVE:
-            c = slot[j]
-            ck = ckind[c]
-            if ck == ALL:
-                if arrived[c] < csize[c]:
-                    blocked = -2 - c
+                if a < 0:
+                    blocked = s ^ 1
                 else:
-                    x = cmax[c] + ccost[c]
-            elif ck == BCAST:
+                    x = a
+            elif k == ARRIVE:
+                c = slot[j]
+                n_in = arrived[c] = arrived[c] + 1
+                if te > cmax[c]:
+                    cmax[c] = te
                 if xf[j]:
-                    x = te + ccost[c]
-                elif croot[c] < 0:
-                    blocked = -2 - c
+                    croot[c] = te
+                if cwait[c] and (n_in == csize[c] or (xf[j] and ckind[c] == BCAST)):
+                    for w in cwait[c]:
+                        push(heap, (tcur[w] + burst[pos[w]], w))
+                    cwait[c] = []
+                x = te
+            elif k == LEAVE:
+                c = slot[j]
+                ck = ckind[c]
+                if ck == ALL:
+                    if arrived[c] < csize[c]:
+                        blocked = -2 - c
+                    else:
+                        x = cmax[c] + ccost[c]
+                elif ck == BCAST:
+                    if xf[j]:
+                        x = te + ccost[c]
+                    elif croot[c] < 0:
+                        blocked = -2 - c
+                    else:
+                        x = max(croot[c] + ccost[c], te)
+                elif xf[j]:  # REDUCE root
+                    if arrived[c] < csize[c]:
+                        blocked = -2 - c
+                    else:
+                        x = cmax[c] + ccost[c]
                 else:
-                    x = max(croot[c] + ccost[c], te)
-            elif xf[j]:  # REDUCE root
-                if arrived[c] < csize[c]:
-                    blocked = -2 - c
-                else:
-                    x = cmax[c] + ccost[c]
-            else:
-                x = te + cleaf[c]
-        else:  # XWAIT, XSENDRECV
-            if k == XSENDRECV:
-                for s in posts[j]:
-                    put(s, te)
-            x = te
-            for ss, rs, how, _ in parts[j]:
-                sp = post[ss]
-                if how == OWN:
-                    d = sp
-                else:
-                    if sp < 0:
-                        blocked = ss
-                        break
-                    rp = post[rs]
-                    if rp < 0:
-                        blocked = rs
-                        break
-                    d = arrive[ss >> 1]
-                    if how == EAGER and d < rp:
-                        d = rp
-                if d > x:
-                    x = d
-        if blocked >= 0:
-            mwait[blocked] = r
-            continue
-        if blocked != -1:
-            cwait[-2 - blocked].append(r)
-            continue
-        exit_[j] = x
-        tcur[r] = x
-        pos[r] = j = j + 1
-        if j < ends[r]:
-            push(heap, (x + burst[j], r))
+                    x = te + cleaf[c]
+            else:  # XWAIT, XSENDRECV
+                if k == XSENDRECV:
+                    for s in posts[j]:
+                        put(s, te)
+                x = te
+                for ss, rs, how, _ in parts[j]:
+                    sp = post[ss]
+                    if how == OWN:
+                        d = sp
+                    else:
+                        if sp < 0:
+                            blocked = ss
+                            break
+                        rp = post[rs]
+                        if rp < 0:
+                            blocked = rs
+                            break
+                        d = arrive[ss >> 1]
+                        if how == EAGER and d < rp:
+                            d = rp
+                    if d > x:
+                        x = d
+            if blocked >= 0:
+                mwait[blocked] = r
+                break
+            if blocked != -1:
+                cwait[-2 - blocked].append(r)
+                break
+            exit_[j] = x
+            tcur[r] = x
+            pos[r] = j = j + 1
+            if j >= end:
+                break
+            te = x + burst[j]
+            if heap and (te, r) > heap[0]:
+                push(heap, (te, r))
+                break
     stuck = [r for r in range(R) if pos[r] < ends[r]]
     if stuck:
         _deadlock(trace, [int(P.step_event[pos[r]]) for r in stuck])
