@@ -41,6 +41,7 @@ class RankBuilder:
         self.rank = rank
         self.ops: list[tuple] = []
         self.cpu: list[int] = []  # CPU time of the burst before each op
+        self.sync: list[int] = []  # 1 for a synchronous send
         self._gap = 0
         self._cpu = 0
         self._next_req = 0
@@ -55,7 +56,8 @@ class RankBuilder:
         return r
 
     def _op(self, call, peer=-1, tag=-1, comm=0, nbytes=0, req=-1, completes=(), root=-1, name="",
-            recv_peer=-1, recv_tag=-1, recv_bytes=0):
+            recv_peer=-1, recv_tag=-1, recv_bytes=0, sync=False):
+        self.sync.append(int(sync))
         self.ops.append((self._gap, call, peer, tag, comm, nbytes, req, tuple(completes), root, name,
                          recv_peer, recv_tag, recv_bytes))
         self.cpu.append(self._cpu)
@@ -76,19 +78,20 @@ class RankBuilder:
         self._cpu += int(cpu)
         return self
 
-    def send(self, to, bytes: int, tag: int = 0, comm: int = 0):
-        """Blocking MPI_Send of `bytes` to rank `to` (None = MPI_PROC_NULL)."""
-        return self._op("MPI_Send", self._peer(to, "send to"), tag, comm, bytes)
+    def send(self, to, bytes: int, tag: int = 0, comm: int = 0, sync: bool = False):
+        """Blocking MPI_Send of `bytes` to rank `to` (None = MPI_PROC_NULL); sync=True: an
+        MPI_Ssend (waits for its receive at any size)."""
+        return self._op("MPI_Send", self._peer(to, "send to"), tag, comm, bytes, sync=sync)
 
     def recv(self, frm, bytes: int, tag: int = 0, comm: int = 0):
         """Blocking MPI_Recv from rank `frm` (the matched source; None = MPI_PROC_NULL)."""
         return self._op("MPI_Recv", self._peer(frm, "receive from"), tag, comm, bytes)
 
-    def isend(self, to, bytes: int, tag: int = 0, comm: int = 0) -> int:
-        """MPI_Isend; returns the request id to wait for."""
+    def isend(self, to, bytes: int, tag: int = 0, comm: int = 0, sync: bool = False) -> int:
+        """MPI_Isend (sync=True: MPI_Issend); returns the request id to wait for."""
         q = self._next_req
         self._next_req += 1
-        self._op("MPI_Isend", self._peer(to, "isend to"), tag, comm, bytes, req=q)
+        self._op("MPI_Isend", self._peer(to, "isend to"), tag, comm, bytes, req=q, sync=sync)
         return q
 
     def irecv(self, frm, bytes: int, tag: int = 0, comm: int = 0) -> int:
@@ -160,10 +163,11 @@ class TraceBuilder:
 
     def skeleton(self, finalize: bool = True) -> Trace:
         """The programs laid out with their compute gaps and zero-time calls (not yet replayed)."""
-        cols: dict[str, list] = {c: [] for c in COLUMNS + ("cpu_enter", "cpu_exit")}
+        cols: dict[str, list] = {c: [] for c in COLUMNS + ("cpu_enter", "cpu_exit", "sync")}
         for rb in self.ranks:
             ops = [(0, "MPI_Init", -1, -1, 0, 0, -1, (), -1, "", -1, -1, 0)] + rb.ops
             cpus = [0] + rb.cpu
+            cols["sync"] += [0] + rb.sync + ([0] if finalize else [])
             if finalize:
                 ops.append((rb._gap, "MPI_Finalize", -1, -1, 0, 0, -1, (), -1, "", -1, -1, 0))
                 cpus.append(rb._cpu)

@@ -27,8 +27,9 @@ Events table: one row per event, sorted by (rank, seq), index 0..n-1.
 | recv_bytes  | int64  | Sendrecv only: bytes received, else 0 |
 | cpu_enter   | int64  | ns, CPU time of the rank (its calling thread) at entry; -1 not recorded |
 | cpu_exit    | int64  | ns, CPU time at exit; -1 not recorded |
+| sync        | int64  | 1: a synchronous send (MPI_Ssend/MPI_Issend, loaded as MPI_Send/MPI_Isend), which completes only once its receive has matched, whatever its size; else 0 |
 
-The two CPU columns are optional on input (`normalise` adds them as -1): traces of a tracer
+The last three columns are optional on input (`normalise` adds them as -1, -1, 0): traces of a tracer
 without CPU times, built traces and replayed traces have none. They are on the rank's own clock
 (no offset applies); only differences within a rank mean something. A compute burst's CPU time
 (cpu_enter of an event minus cpu_exit of the one before) is how long the rank ran in it; its
@@ -75,6 +76,8 @@ COLUMNS = ("rank", "seq", "t_enter", "t_exit", "call", "peer", "tag", "comm", "b
            "completes", "root", "name", "recv_peer", "recv_tag", "recv_bytes")
 # optional on input; normalise adds them as -1 (not recorded)
 CPU_COLUMNS = ("cpu_enter", "cpu_exit")
+# optional on input, default 0: the send is synchronous (MPI_Ssend, MPI_Issend)
+SYNC = "sync"
 
 
 @dataclass
@@ -134,9 +137,9 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
             f"the events table lacks the column(s) {', '.join(missing)}; it is not an hpclab trace",
             "load traces with hpclab.trace.load.load_run(run_dir), or build them with TraceBuilder")
     out = pd.DataFrame(index=range(len(df)))
-    for c in CPU_COLUMNS:
+    for c in CPU_COLUMNS + (SYNC,):
         if c not in df.columns:
-            out[c] = np.full(len(df), -1, dtype=np.int64)
+            out[c] = np.full(len(df), 0 if c == SYNC else -1, dtype=np.int64)
         else:
             try:
                 out[c] = df[c].to_numpy().astype(np.int64)
@@ -158,7 +161,7 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
     out["completes"] = pd.Series(
         [tuple(int(x) for x in v) if isinstance(v, (tuple, list, np.ndarray)) else ()
          for v in df["completes"]], index=out.index, dtype=object)
-    out = out[list(COLUMNS + CPU_COLUMNS)]
+    out = out[list(COLUMNS + CPU_COLUMNS + (SYNC,))]
     return out.sort_values(["rank", "seq"], kind="stable").reset_index(drop=True)
 
 

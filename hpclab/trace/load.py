@@ -62,6 +62,7 @@ CALLS = {
     18: "MPI_Barrier", 19: "MPI_Bcast", 20: "MPI_Reduce", 21: "MPI_Allreduce",
     22: "MPI_Cart_create", 23: "MPI_Cart_sub", 24: "MPI_Comm_split", 25: "MPI_Comm_split_type",
     26: "MPI_Comm_dup", 27: "MPI_Comm_create", 28: "MPI_Comm_free", 29: "MPI_Request_free",
+    30: "MPI_Ssend", 31: "MPI_Issend",
     100: "region_begin", 101: "region_end", 110: "flush",
 }
 X_COMPLETE, X_RECV, DEF_STRING, DEF_COMM, CHUNK = 200, 201, 300, 301, 302
@@ -73,6 +74,7 @@ PEER_ANY = -3
 # Comm_split_type is a communicator-making collective like Comm_split. None: not an event.
 AS_CONTRACT = {
     "MPI_Init_thread": "MPI_Init", "MPI_Sendrecv_replace": "MPI_Sendrecv",
+    "MPI_Ssend": "MPI_Send", "MPI_Issend": "MPI_Isend",  # with sync = 1
     "MPI_Waitany": "MPI_Wait", "MPI_Waitsome": "MPI_Waitall",
     "MPI_Testany": "MPI_Test", "MPI_Testsome": "MPI_Testall",
     "MPI_Cart_sub": "MPI_Comm_split", "MPI_Comm_split_type": "MPI_Comm_split",
@@ -80,6 +82,7 @@ AS_CONTRACT = {
     "MPI_Comm_free": None, "MPI_Request_free": None, "flush": None,
 }
 ROOTED = ("MPI_Bcast", "MPI_Reduce")
+SYNC_SENDS = ("MPI_Ssend", "MPI_Issend")
 
 # Above this many records the loaded table is cached as Parquet next to the rank files.
 CACHE_RECORDS = 2_000_000
@@ -252,6 +255,7 @@ def _rank_events(rec: np.ndarray, head: dict, path: Path, counts: Counter) -> tu
         else np.full(n, -1, dtype=np.int64),
         "cpu_exit": events["cpu_exit"].astype(np.int64) if "cpu_exit" in events.dtype.names
         else np.full(n, -1, dtype=np.int64),
+        "sync": np.isin(raw_names, SYNC_SENDS).astype(np.int64),
     })
     df["root"] = np.where(np.isin(names, ROOTED), df["aux"], -1)
     is_region = np.isin(names, ("region_begin", "region_end"))

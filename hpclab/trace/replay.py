@@ -10,8 +10,9 @@ so the result does not depend on clock offsets between ranks. Rules (those of Di
 replayers):
 
 - eager send (bytes <= eager limit): completes at once; the message arrives at t_send + xfer;
-- rendezvous send: the transfer starts at max(t_send, t_recv_posted) and ends xfer later, which
-  is when both the send and the receive complete;
+- rendezvous send (above the eager limit, or synchronous: MPI_Ssend/Issend): the transfer
+  starts at max(t_send, t_recv_posted) and ends xfer later, which is when both the send and
+  the receive complete;
 - receive: completes at max(post, arrival); Isend/Irecv return at once; Wait/Waitall/Test*
   (those that completed requests) end at the latest completion of their requests;
 - Sendrecv = Irecv + Isend + Waitall;
@@ -108,6 +109,8 @@ class _Plan:
         nbytes = msgs["bytes"].to_numpy()
         xfer = model.p2p_ns(nbytes, same_node)
         eager = nbytes <= model.eager_limit
+        if "sync" in ev.columns:  # a synchronous send waits for its receive at any size
+            eager &= ev["sync"].to_numpy()[msgs["send_idx"].to_numpy()] == 0
         ms = np.full(n, -1, dtype=np.int64)
         mr = np.full(n, -1, dtype=np.int64)
         ms[msgs["send_idx"].to_numpy()] = np.arange(M)

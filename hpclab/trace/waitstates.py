@@ -8,8 +8,8 @@
   send requests) that waits until the receive is posted: min(recv post, send-side exit) - enter.
   Only a send that really waits for its receiver counts: a rendezvous message (above the eager
   limit). An eager send completes without its receiver; when one took long, its rank was
-  switched out or the transport was slow, which is not a wait state. (The tracer records no
-  MPI_Ssend; a synchronous send would count at any size.)
+  switched out or the transport was slow, which is not a wait state. A synchronous send
+  (MPI_Ssend, MPI_Issend: the events' sync column) waits for its receiver at any size.
 - Wait at NxN (Allreduce) and Wait at Barrier: latest entry of the instance - own entry.
   Not counted: one-rank communicators and zero-byte Allreduces.
 A call's waits are capped at its duration. The call site is the innermost enclosing user region
@@ -77,7 +77,9 @@ def wait_states(trace: Trace, eager_limit: int | None = None) -> pd.DataFrame:
     np.maximum.at(ls_send, r_at[ok_r], te[s_idx[ok_r]])
     ok_s = np.isin(call[s_at], ("MPI_Send", "MPI_Sendrecv", "MPI_Wait", "MPI_Waitall",
                                 "MPI_Test", "MPI_Testall"))
-    ok_s &= msg["bytes"].to_numpy() > limit  # rendezvous: the sender waits for its receiver
+    # rendezvous or synchronous: the sender waits for its receiver
+    sync = ev["sync"].to_numpy()[s_idx] != 0 if "sync" in ev.columns else False
+    ok_s &= (msg["bytes"].to_numpy() > limit) | sync
     np.maximum.at(lr_post, s_at[ok_s], te[r_idx[ok_s]])
     dur = tx - te
     ls = np.where(ls_send == never, 0, np.clip(np.minimum(ls_send, tx) - te, 0, None))

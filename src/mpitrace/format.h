@@ -24,6 +24,7 @@ enum mt_call {
     MT_BARRIER, MT_BCAST, MT_REDUCE, MT_ALLREDUCE,
     MT_CART_CREATE, MT_CART_SUB, MT_COMM_SPLIT, MT_COMM_SPLIT_TYPE, MT_COMM_DUP,
     MT_COMM_CREATE, MT_COMM_FREE, MT_REQUEST_FREE,
+    MT_SSEND, MT_ISSEND,     /* synchronous sends: complete only once the receive has matched */
     MT_REGION_BEGIN = 100, MT_REGION_END,
     MT_FLUSH = 110,          /* the tracer writing its buffer: tracer cost made visible */
     /* Extra records: they follow the event they belong to (its `nextra` counts them). */

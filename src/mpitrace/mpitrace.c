@@ -702,6 +702,25 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     return p2p_send(MT_SEND, buf, count, dt, dest, tag, comm, NULL, rc, t0);
 }
 
+int MPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
+{
+    if (!S.on)
+        return PMPI_Ssend(buf, count, dt, dest, tag, comm);
+    mt_stamp t0 = stamp_enter();
+    int rc = PMPI_Ssend(buf, count, dt, dest, tag, comm);
+    return p2p_send(MT_SSEND, buf, count, dt, dest, tag, comm, NULL, rc, t0);
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+               MPI_Request *req)
+{
+    if (!S.on)
+        return PMPI_Issend(buf, count, dt, dest, tag, comm, req);
+    mt_stamp t0 = stamp_enter();
+    int rc = PMPI_Issend(buf, count, dt, dest, tag, comm, req);
+    return p2p_send(MT_ISSEND, buf, count, dt, dest, tag, comm, req, rc, t0);
+}
+
 int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
               MPI_Request *req)
 {

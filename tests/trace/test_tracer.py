@@ -341,3 +341,21 @@ def test_a_sleeping_rank_shows_wall_time_without_cpu_time(prog, tmp_path):
     assert s.T_rest >= 0.9 * ms * 1e6  # the sleep, which no network explains
     assert s.T_real == pytest.approx(sum(s.parts().values()), abs=1e-6)
     assert replay(t, bursts="wall").events["t_exit"].max() >= 2 * ms * 1e6
+
+
+def test_synchronous_sends_are_recorded_and_wait_for_their_receiver(prog, tmp_path):
+    """Rank 0 sends 8 B with MPI_Ssend, then MPI_Issend + Wait, each to a receiver 30 ms late:
+    are they loaded as MPI_Send / MPI_Isend marked sync, and booked as Late Receiver (the
+    sender really waited, small as the message is)?"""
+    from hpclab.trace.waitstates import wait_states
+    run_traced([str(prog), "sync", "30"], 2, tmp_path / "trace")
+    t = load_dir(tmp_path / "trace")
+    assert t.meta["calls_recorded"]["MPI_Ssend"] == 1 and t.meta["calls_recorded"]["MPI_Issend"] == 1
+    ev = t.events
+    sends = ev[(ev["rank"] == 0) & ev["call"].isin(["MPI_Send", "MPI_Isend"])]
+    assert sends[["call", "bytes", "sync"]].values.tolist() == [["MPI_Send", 8, 1], ["MPI_Isend", 8, 1]]
+    assert (ev.loc[ev["call"] == "MPI_Recv", "sync"] == 0).all()
+    lr = wait_states(t)
+    lr = lr[lr["pattern"] == "Late Receiver"]
+    assert lr["call"].tolist() == ["MPI_Send", "MPI_Wait"] and (lr["rank"] == 0).all()
+    assert (lr["wait_ns"] >= 20e6).all()

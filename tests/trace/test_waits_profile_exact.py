@@ -168,3 +168,18 @@ def test_late_receiver_on_a_replayed_trace_follows_the_models_eager_limit():
     ws = wait_states(prog().build(low))
     assert ws[["rank", "pattern", "wait_ns"]].values.tolist() == [[0, "Late Receiver", 3000]]
     assert wait_states(prog().build()).empty
+
+
+def test_a_synchronous_send_waits_for_its_receiver_at_any_size():
+    """Is an 8-byte Ssend (and an Issend + Wait) to a receiver 7000 ns late a Late Receiver of
+    7000 ns, on the ideal network where every standard send is eager?"""
+    b = TraceBuilder(2)
+    b[0].send(1, 8, 0, sync=True)
+    q = b[0].isend(1, 8, 1, sync=True)
+    b[0].wait(q)
+    b[1].compute(7000).recv(0, 8, 0).compute(7000).recv(0, 8, 1)
+    t = b.build()
+    assert t.events.loc[t.events["call"] == "MPI_Send", "t_exit"].tolist() == [7000]
+    ws = wait_states(t)
+    assert ws[["rank", "call", "pattern", "wait_ns"]].values.tolist() == [
+        [0, "MPI_Send", "Late Receiver", 7000], [0, "MPI_Wait", "Late Receiver", 7000]]

@@ -6,7 +6,8 @@
  * second program (more_calls below) for the calls the first does not make: Init_thread,
  * Comm_dup, Testall/Testany/Testsome, Waitany/Waitsome, Sendrecv_replace, and enough calls to
  * fill a small tracer buffer (MPITRACE_BUFFER_RECORDS) several times. `trace_prog cpu MS`
- * sleeps and then spins between barriers (cpu_bursts below), for the CPU times.
+ * sleeps and then spins between barriers (cpu_bursts below), for the CPU times; `trace_prog
+ * sync MS` makes synchronous sends to a late receiver (sync_sends).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -112,8 +113,38 @@ static int cpu_bursts(int *argc, char ***argv, int ms)
     return x < 0;
 }
 
+/* `trace_prog sync MS` on 2 ranks: rank 0 sends 8 B to rank 1 with MPI_Ssend, then with
+ * MPI_Issend + MPI_Wait; rank 1 sleeps MS milliseconds before each receive, so both sends wait
+ * for their receiver although the message is small. */
+static int sync_sends(int *argc, char ***argv, int ms)
+{
+    MPI_Init(argc, argv);
+    int r, x = 7;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    struct timespec nap = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    for (int k = 0; k < 2; k++) {
+        if (r == 0 && k == 0) {
+            MPI_Ssend(&x, 2, MPI_INT, 1, 20, MPI_COMM_WORLD);
+        } else if (r == 0) {
+            MPI_Request q;
+            MPI_Issend(&x, 2, MPI_INT, 1, 21, MPI_COMM_WORLD, &q);
+            MPI_Wait(&q, MPI_STATUS_IGNORE);
+        } else if (r == 1) {
+            struct timespec left = nap;
+            while (nanosleep(&left, &left) != 0)
+                ;
+            int y[2];
+            MPI_Recv(y, 2, MPI_INT, 0, 20 + k, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+    }
+    MPI_Finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 2 && strcmp(argv[1], "sync") == 0)
+        return sync_sends(&argc, &argv, atoi(argv[2]));
     if (argc > 1 && strcmp(argv[1], "more") == 0)
         return more_calls(&argc, &argv);
     if (argc > 2 && strcmp(argv[1], "cpu") == 0)
