@@ -117,3 +117,14 @@ def test_pitfall_split_adds_up():
     sp = placement.pitfall_split(s, "p", "f", "py", "fy")
     assert sp["lost"] == pytest.approx(0.99) and sp["lost_sharing"] == pytest.approx(0.55)
     assert sp["lost_polling"] == pytest.approx(0.44) and sp["polling_factor"] == pytest.approx(45.0)
+
+
+def test_pitfall_fidelity_row_is_computed_from_the_medians():
+    """Does the hybrid-pitfall fidelity row carry the measured split and name both factors?"""
+    s = pd.DataFrame({"job_mb_s_median": {
+        placement.PITFALL_CASES[0].label: 2.0, placement.PITFALL_CASES[1].label: 200.0,
+        placement.YIELD_CASES[0].label: 90.0, placement.YIELD_CASES[1].label: 180.0}})
+    row = placement.pitfall_fidelity(s)
+    assert row["reproduced"] == "yes" and row["lost"] == pytest.approx(0.99)
+    assert row["lost_sharing"] == pytest.approx(0.5) and row["polling_factor"] == pytest.approx(45.0)
+    assert "2.0x slower" in row["why"] and "45x more" in row["why"]
