@@ -864,8 +864,9 @@ def roofline_fidelity(rates: pd.DataFrame, stream_results: list[dict], caches: p
                      f"({reported:.0%} if divided by STREAM's reported rate)"),
             "share": float(row["share"]), "reported_share": float(reported),
             "reproduced": "partly",
-            "why": "memory-bound, but below the roof: one core's reads, not DRAM, set the pace; "
-                   "the roof counts write-allocate (STREAM's rate does not)"}
+            "why": (f"the roof is the limit (no memory-resident run above it), but the solver stays at "
+                    f"{row['share']:.0%} of it; dividing by STREAM's reported rate, which leaves out Triad's "
+                    f"write-allocate read, would have said {reported:.0%}")}
 
 
 # --------------------------------------------------------------------------------------------
