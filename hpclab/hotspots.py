@@ -864,7 +864,10 @@ def roofline_fidelity(rates: pd.DataFrame, stream_results: list[dict], caches: p
                      f"({reported:.0%} if divided by STREAM's reported rate)"),
             "share": float(row["share"]), "reported_share": float(reported),
             "reproduced": "partly",
-            "why": (f"the roof is the limit (no memory-resident run above it), but the solver stays at "
+            "why": (("no memory-resident run is above the roof" if (t.loc[t["residency"] == "memory", "max"]
+                                                                  <= t.loc[t["residency"] == "memory", "roof_lups"]).all()
+                     else "a memory-resident run is above the roof: check the STREAM runs") +
+                    f"; the solver stays at "
                     f"{row['share']:.0%} of it; dividing by STREAM's reported rate, which leaves out Triad's "
                     f"write-allocate read, would have said {reported:.0%}")}
 
