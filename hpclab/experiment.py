@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,24 +188,119 @@ def run(specs: Spec | dict | list, wait: bool = True, progress: bool = True,
 # --- waiting ---------------------------------------------------------------------------------------
 
 
+_said: set[str] = set()
+
+
+def notice(key: str, text: str) -> None:
+    """Say `text` on stderr once per process and key: a fact worth knowing (accounting is down,
+    Slurm requeued a job), not a failure."""
+    if key not in _said:
+        _said.add(key)
+        print(f"hpclab: {text}", file=sys.stderr, flush=True)
+
+
 def _finish(run: Run, info: slurm.JobInfo) -> None:
-    """Record a job's end: sacct record into provenance, state/exit code/reason into status."""
+    """Record a job's end: sacct record into provenance (or a note that accounting was
+    unavailable), state/exit code/reason into status."""
     state, reason = info.state, info.reason
     if state == "completed" and not run.folder.result_json.is_file():
         state, reason = "failed", "the job ended with exit code 0 but the kernel wrote no result.json"
+    extra: dict = {}
     try:
         records = slurm.sacct_records([info.job_id])
         if records and not (run.folder.provenance / "sacct.json").exists():
             run.folder.write("provenance/sacct.json", json.dumps(records, indent=2) + "\n")
-    except HpclabError:
-        pass  # accounting unavailable: the status still has Slurm's state and exit code
-    extra = {"nodes": info.nodes} if info.nodes else {}  # a job cancelled while pending has none
+    except slurm.AccountingUnavailable as exc:
+        # Jobs run without accounting; the state came from squeue/scontrol. Say so once.
+        extra["accounting"] = "unavailable"
+        if not (run.folder.provenance / "accounting.txt").exists():
+            run.folder.write("provenance/accounting.txt",
+                             f"accounting unavailable when the job ended: {exc.what}\n"
+                             f"state, exit code and nodes were taken from {info.source}\n")
+        notice("accounting", f"{exc.what}; job states come from squeue/scontrol and each run's "
+                             "provenance/accounting.txt says so (`hpclab cluster up` restarts accounting)")
+    if info.nodes:  # a job cancelled while pending has none
+        extra["nodes"] = info.nodes
+    if state == "failed" and (info.slurm_state == "OUT_OF_MEMORY" or memory_killed(run)):
+        reason = oom_reason(run, info)
     run.folder.set_status(state, slurm_state=info.slurm_state, exit_code=info.exit_code,
                           reason=reason, elapsed=info.elapsed, **extra)
 
 
+def memory_use(job_id: str) -> tuple[float | None, float | None]:
+    """(asked, used) memory of a job in MB: what Slurm granted it (ReqMem) and the largest
+    resident size any of its steps reached (MaxRSS, sampled by Slurm's accounting, so a peak
+    between two samples may be missed). None where accounting does not say."""
+    try:
+        records = slurm.sacct_records([job_id])
+    except slurm.AccountingUnavailable:
+        return None, None
+    asked = next((slurm.mem_mb(r["ReqMem"]) for r in records if r["JobIDRaw"] == str(job_id)), None)
+    used = [m for m in (slurm.mem_mb(r["MaxRSS"]) for r in records) if m is not None]
+    return asked, (max(used) if used else None)
+
+
+# slurmstepd's words when a step goes over its job's memory: the accounting-based kill
+# (JobAcctGatherParams=OverMemoryKill) prints used and allowed bytes, the cgroup OOM killer a count.
+_OVER_MEMORY = re.compile(r"exceeded memory limit \((\d+) > (\d+)\)")
+_OOM_WORDS = ("Exceeded job memory limit", "oom-kill event", "out-of-memory")
+
+
+def memory_killed(run: Run) -> tuple[float, float] | bool:
+    """Did Slurm kill the run's job for its memory? (used MB, limit MB) when slurmstepd said how
+    much (the largest report), True when it only said that it did, False otherwise. A job
+    script that goes on after its step was killed ends FAILED, not OUT_OF_MEMORY, so the
+    stderr Slurm writes into the run folder is the record."""
+    err = run.folder.stderr.read_text(errors="replace") if run.folder.stderr.is_file() else ""
+    found = [(int(u) / 2 ** 20, int(lim) / 2 ** 20) for u, lim in _OVER_MEMORY.findall(err)]
+    if found:
+        return max(found)
+    return any(w in err for w in _OOM_WORDS)
+
+
+def oom_reason(run: Run, info: slurm.JobInfo) -> str:
+    """The reason of a run Slurm ended for its memory: 'ran out of memory: asked N MB, used about
+    M MB' and what to do."""
+    asked, used = memory_use(info.job_id)
+    killed = memory_killed(run)
+    if isinstance(killed, tuple):  # slurmstepd's own numbers: the sample that crossed the limit
+        used, asked = killed[0], asked or killed[1]
+    sp = run.spec
+    if asked is None and getattr(sp, "mem", None):
+        asked = float(sp.mem)
+    elif asked is None and getattr(sp, "mem_per_cpu", None):
+        asked = float(sp.mem_per_cpu) * sp.ntasks * sp.cpus_per_task
+    a = f"{asked:.0f} MB" if asked is not None else "the site's default"
+    u = f"used about {used:.0f} MB" if used is not None else "Slurm recorded no usage sample"
+    return (f"ran out of memory: asked {a}, {u}; Slurm killed the job at its limit. Ask for more "
+            f"with mem: or mem_per_cpu: in the spec, or make the problem smaller")
+
+
+def _requeued(run: Run, info: slurm.JobInfo, st: dict) -> None:
+    """Slurm took a started job back to the queue (node failure, controller restart, failed
+    launch): record it in the status history with Slurm's Restarts count and say so once."""
+    full = slurm.scontrol_job(info.job_id)
+    restarts = full.restarts if full and full.restarts is not None else None
+    reason = (full.reason if full else "") or info.reason
+    if restarts is not None and restarts <= (st.get("restarts") or 0):
+        # Not a requeue Slurm counted: the controller lost the job's start (restarted from a
+        # state saved before the job started) and killed the instance the node still ran.
+        text = (f"Slurm put job {info.job_id} back in the queue and will start it again: the controller "
+                f"no longer knew it had started (a slurmctld restart from a state saved before the start; "
+                f"reason: {reason or 'none given'}, restarts: {restarts})")
+    else:
+        restarts = restarts if restarts is not None else (st.get("restarts") or 0) + 1
+        text = f"Slurm requeued job {info.job_id} (reason: {reason or 'none given'}, restarts: {restarts})"
+    if reason == slurm.HELD_AFTER_FAILED_LAUNCH:
+        text += ("; it stays held until released: `hpclab cluster up` resumes the node and releases it "
+                 "(elsewhere: `scontrol release " + info.job_id + "` once the node is back)")
+    run.folder.set_status("pending", reason=text, restarts=restarts, requeued=True)
+    notice(f"requeue-{info.job_id}-{restarts}", text + "; hpclab keeps waiting")
+
+
 def refresh(runs: list[Run]) -> list[Run]:
-    """Ask Slurm once about every run that has not ended and record what changed."""
+    """Ask Slurm once about every run that has not ended and record what changed: a new state,
+    nodes, a requeue (running -> pending, with Slurm's Restarts count) or the end."""
     live = [r for r in runs if r.state not in slurm.TERMINAL and r.job_id]
     if live:
         infos = slurm.job_states([r.job_id for r in live])
@@ -211,12 +308,28 @@ def refresh(runs: list[Run]) -> list[Run]:
             info = infos.get(r.job_id)
             if info is None:
                 continue
+            st = r.folder.status()
             if info.done:
                 _finish(r, info)
-            elif info.state != r.state or (info.nodes and info.nodes != r.folder.status().get("nodes")):
+            elif info.state == "pending" and st["state"] == "running":
+                _requeued(r, info, st)
+            elif info.state != st["state"] or (info.nodes and info.nodes != st.get("nodes")) or (
+                    info.state == "pending" and info.reason != st.get("reason") and not st.get("requeued")):
                 extra = {"nodes": info.nodes} if info.nodes else {}
                 r.folder.set_status(info.state, reason=info.reason, **extra)
     return runs
+
+
+def _last_words(run: Run, info: slurm.JobInfo | None) -> str:
+    """What Slurm last said about a run's job, in words, for a message that stops waiting."""
+    if info is None:
+        return f"{run.state} (Slurm did not answer)"
+    text = info.describe()
+    if info.state == "pending" and info.reason == slurm.HELD_AFTER_FAILED_LAUNCH:
+        text += ": Slurm holds it after a failed launch; `hpclab cluster up` resumes the node and releases it"
+    elif run.folder.status().get("requeued"):
+        text += ", after Slurm requeued it"
+    return text
 
 
 def cancel(runs: list[Run], reason: str = "cancelled by hpclab") -> None:
@@ -232,7 +345,9 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
     """Wait until every run's job has ended, updating status.json and a progress bar.
 
     timeout: seconds (None: no limit); when it passes, the remaining jobs are cancelled and
-    marked timeout. Ctrl-C cancels the remaining jobs. Raises HpclabError naming every run that
+    marked cancelled, the reason saying what Slurm last reported (pending and why, running,
+    requeued); "timeout" is kept for Slurm's own time limit. A job Slurm requeues is followed,
+    not given up (see refresh). Ctrl-C cancels the remaining jobs. Raises HpclabError naming every run that
     did not complete (state, exit code, reason, last stderr lines, folder)."""
     start = time.monotonic()
     bar = JobProgress(len(runs), desc=runs[0].spec.experiment if runs else "jobs", enabled=progress)
@@ -244,10 +359,18 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
             if all(r.state in slurm.TERMINAL for r in runs):
                 break
             if timeout is not None and time.monotonic() - start > timeout:
+                # Not a Slurm timeout: say what the job was doing when hpclab gave up on it.
                 live = [r for r in runs if r.state not in slurm.TERMINAL]
+                try:
+                    last = slurm.job_states([r.job_id for r in live if r.job_id])
+                except HpclabError:
+                    last = {}
                 slurm.scancel([r.job_id for r in live if r.job_id])
                 for r in live:
-                    r.folder.set_status("timeout", reason=f"hpclab stopped waiting after {timeout:g} s and cancelled the job")
+                    r.folder.set_status(
+                        "cancelled", stopped_waiting=timeout,
+                        reason=f"hpclab stopped waiting after {timeout:g} s and cancelled the job; it was "
+                               f"{_last_words(r, last.get(r.job_id or ''))}")
                 break
             time.sleep(poll)
             poll = min(poll * 1.3, 3.0)
@@ -262,6 +385,20 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
 
 
 wait = wait_for  # the name notebooks use: experiment.wait(runs)
+
+
+def run_and_explain(specs: Spec | dict | list, timeout: float | None = None) -> list[Run]:
+    """run(specs) for a run that is meant to fail (a notebook cell that lets the learner meet a
+    failure on purpose): print hpclab's message for every run that did not complete instead of
+    raising, and return the runs."""
+    runs = run(specs, wait=False, progress=False)
+    try:
+        wait_for(runs, timeout=timeout, progress=False)
+    except HpclabError as exc:
+        print(exc)
+    else:
+        print(f"all {len(runs)} run(s) completed")
+    return runs
 
 
 def run_again_if_startup_crashed(specs: list, timeout: float | None = None, progress: bool = True) -> list[Run]:
@@ -314,4 +451,12 @@ def raise_for_failures(runs: list[Run]) -> None:
                if died_in_mpi_startup(r) else "")
             + f"\n  run folder: {r.path}")
     what = f"{len(bad)} of {len(runs)} run(s) did not complete:\n" + "\n".join(parts)
-    raise HpclabError(what, "read stderr and job.sh in the run folder; fix the spec and run again")
+    sts = [r.folder.status() for r in bad]
+    if all(st.get("stopped_waiting") for st in sts):
+        hint = ("hpclab gave up waiting, Slurm did not fail the job: give it more time (timeout=...), or "
+                "look at `squeue`/`hpclab cluster status` if it was pending for a reason that will not pass")
+    elif all(str(st.get("reason", "")).startswith("ran out of memory") for st in sts):
+        hint = "ask for more memory (spec field mem or mem_per_cpu) or make the problem smaller"
+    else:
+        hint = "read stderr and job.sh in the run folder; fix the spec and run again"
+    raise HpclabError(what, hint)

@@ -135,13 +135,16 @@ class RunFolder:
 
     def set_status(self, state: str, **fields: Any) -> dict:
         """Record a new state (one of STATES) plus fields such as job_id, exit_code, reason;
-        keeps a history of (time, state). Updates the index. Returns the new status."""
+        keeps a history of (time, state, reason) with one entry per change of state (and per
+        Slurm requeue). Updates the index. Returns the new status."""
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}")
         st = self.status()
-        if st.get("state") != state:
-            st.setdefault("history", []).append(
-                {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "state": state})
+        if st.get("state") != state or fields.get("requeued") and fields.get("restarts") != st.get("restarts"):
+            entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "state": state}
+            if fields.get("reason"):  # why it changed (a requeue, the end), as Slurm or hpclab said
+                entry["reason"] = fields["reason"]
+            st.setdefault("history", []).append(entry)
         st.update(fields, state=state)
         write_atomic(self.status_json, json.dumps(st, indent=2) + "\n")
         update_index(self, root=self.path.parent.parent)

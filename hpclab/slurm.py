@@ -49,10 +49,30 @@ class JobInfo:
     reason: str = ""
     elapsed: str = ""
     nodes: str = ""
+    restarts: int | None = None  # Slurm's Restarts count (scontrol), None when not asked
+    source: str = "squeue"  # where the answer came from: squeue, sacct or scontrol
 
     @property
     def done(self) -> bool:
         return self.state in TERMINAL
+
+    def describe(self) -> str:
+        """Slurm's state in words, e.g. 'pending (Slurm: PENDING, reason launch failed requeued
+        held)' or 'running on vm (Slurm: RUNNING)'."""
+        where = f" on {self.nodes}" if self.nodes and self.state == "running" else ""
+        why = f", reason {self.reason}" if self.reason else ""
+        again = f", restarted {self.restarts} time(s)" if self.restarts else ""
+        return f"{self.state}{where} (Slurm: {self.slurm_state}{why}{again})"
+
+
+# Slurm's reason for a job it requeued and held because its launch failed (for example a node
+# that still ran the job's previous instance after a controller crash: "Duplicate jobid").
+HELD_AFTER_FAILED_LAUNCH = "launch failed requeued held"
+
+
+class AccountingUnavailable(HpclabError):
+    """sacct cannot reach the accounting database (slurmdbd or MariaDB down): jobs still run and
+    their state comes from squeue/scontrol."""
 
 
 def slurm_env() -> dict[str, str]:
@@ -135,13 +155,17 @@ def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
         if len(parts) == 5 and parts[0] in ids:
             st = parts[1].split()[0] if parts[1] else "PENDING"
             infos[parts[0]] = JobInfo(parts[0], STATE_MAP.get(st, "running"), st,
-                                      reason=parts[2] if parts[2] != "None" else "", elapsed=parts[3],
+                                      reason=_reason(parts[2]), elapsed=parts[3],
                                       nodes=_node_list(parts[4]))
     # squeue keeps finished jobs for MinJobAge but without exit codes: ask sacct for all that
-    # are not pending/running.
+    # are not pending/running. Without accounting (slurmdbd or its database down), scontrol
+    # still has the exit code of a job that ended less than MinJobAge seconds ago.
     rest = [j for j in ids if j not in infos or infos[j].done]
     if rest:
-        acct = sacct(rest)
+        try:
+            acct = sacct(rest)
+        except AccountingUnavailable:
+            acct = {}
         for j in rest:
             if j in acct:
                 infos[j] = acct[j]
@@ -149,8 +173,14 @@ def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
                 infos[j] = scontrol_job(j) or JobInfo(j, "running", infos[j].slurm_state,
                                                       reason="waiting for accounting")
             else:
-                infos[j] = JobInfo(j, "pending", "UNKNOWN", reason="not yet visible")
+                infos[j] = scontrol_job(j) or JobInfo(j, "pending", "UNKNOWN", reason="not yet visible")
     return infos
+
+
+def _reason(text: str) -> str:
+    """Slurm's reason text with 'None' as '' and scontrol's underscores as spaces."""
+    text = text.strip()
+    return "" if text in ("None", "(null)") else text.replace("_", " ")
 
 
 def scontrol_job(job_id: str) -> JobInfo | None:
@@ -161,20 +191,48 @@ def scontrol_job(job_id: str) -> JobInfo | None:
     st = fields.get("JobState")
     if not st:
         return None
-    reason = fields.get("Reason", "")
+    restarts = fields.get("Restarts", "")
     return JobInfo(str(job_id), STATE_MAP.get(st, "failed"), st, _exit_code(fields.get("ExitCode", "")),
-                   "" if reason == "None" else reason, fields.get("RunTime", ""),
-                   _node_list(fields.get("NodeList", "")))
+                   _reason(fields.get("Reason", "")), fields.get("RunTime", ""),
+                   _node_list(fields.get("NodeList", "")),
+                   restarts=int(restarts) if restarts.isdigit() else None, source="scontrol")
 
 
 SACCT_FIELDS = ["JobIDRaw", "JobName", "State", "ExitCode", "Reason", "Elapsed", "Start", "End",
-                "NodeList", "NNodes", "NTasks", "AllocCPUS", "Partition", "Timelimit"]
+                "NodeList", "NNodes", "NTasks", "AllocCPUS", "Partition", "Timelimit", "ReqMem", "MaxRSS"]
+
+
+def mem_mb(text: str) -> float | None:
+    """Slurm's memory text ('2000M', '1.50G', '512K', '1024', '2000Mn') in MB (1024-based, as Slurm
+    counts); None for '' or unreadable text."""
+    text = (text or "").strip().rstrip("nc")  # 22.05 ReqMem: 2000Mn per node, 1000Mc per CPU
+    if not text:
+        return None
+    units = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2}
+    scale = units.get(text[-1].upper())
+    try:
+        return float(text[:-1]) * scale if scale else float(text) / 2 ** 20  # bare number: bytes
+    except ValueError:
+        return None
 
 
 def sacct_records(job_ids: list[str]) -> list[dict[str, str]]:
-    """Raw sacct records (job and its steps) as dicts keyed by SACCT_FIELDS."""
-    out = run_slurm(["sacct", "--parsable2", "--noheader", f"--jobs={','.join(job_ids)}",
-                     f"--format={','.join(SACCT_FIELDS)}"], what="ask sacct for job records", check=False)
+    """Raw sacct records (job and its steps) as dicts keyed by SACCT_FIELDS. Raises
+    AccountingUnavailable when sacct cannot reach the accounting database."""
+    if not shutil.which("sacct"):
+        raise AccountingUnavailable("sacct is not installed here", "job states come from squeue and scontrol")
+    try:
+        res = subprocess.run(["sacct", "--parsable2", "--noheader", f"--jobs={','.join(job_ids)}",
+                              f"--format={','.join(SACCT_FIELDS)}"], capture_output=True, text=True,
+                             env=slurm_env(), timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AccountingUnavailable("sacct did not answer within 60 s",
+                                    "job states come from squeue and scontrol") from None
+    if res.returncode != 0:
+        msg = " ".join(res.stderr.strip().splitlines()[-2:]) or f"exit code {res.returncode}"
+        raise AccountingUnavailable(f"accounting (sacct) is unavailable: {msg}",
+                                    "jobs still run; `hpclab cluster up` restarts slurmdbd and its database")
+    out = res.stdout
     rows = []
     for line in out.splitlines():
         parts = line.split("|")
@@ -192,7 +250,7 @@ def sacct(job_ids: list[str]) -> dict[str, JobInfo]:
             continue
         st = rec["State"].split()[0] if rec["State"] else "PENDING"  # "CANCELLED by 0"
         infos[jid] = JobInfo(jid, STATE_MAP.get(st, "failed"), st, _exit_code(rec["ExitCode"]),
-                             rec["Reason"] if rec["Reason"] != "None" else "", rec["Elapsed"],
-                             _node_list(rec["NodeList"]))
+                             _reason(rec["Reason"]), rec["Elapsed"], _node_list(rec["NodeList"]),
+                             source="sacct")
     return infos
 

@@ -80,14 +80,17 @@ def test_failed_job_raises_with_state_exit_code_and_stderr(runs_root, tmp_path, 
     assert [e["state"] for e in runs.index(runs_root)] == ["failed"]
 
 
-def test_wait_timeout_cancels_and_marks_timeout(runs_root, tmp_path, monkeypatch):
-    """When waiting runs out of time, is the job cancelled in Slurm and its folder marked timeout?"""
+def test_wait_timeout_cancels_and_says_what_the_job_was_doing(runs_root, tmp_path, monkeypatch):
+    """When waiting runs out of time, is the job cancelled in Slurm, its folder marked cancelled
+    (not timeout: Slurm's limit was not reached) with Slurm's last state in the reason?"""
     need("pingpong")
     _failing_template(tmp_path, monkeypatch, "sleep 300")
-    with pytest.raises(HpclabError, match="state timeout"):
+    with pytest.raises(HpclabError, match="state cancelled") as exc:
         experiment.run(make_spec(SMALL["pingpong"]), progress=False, timeout=3)
+    assert "hpclab stopped waiting after 3 s" in str(exc.value)
+    assert "Slurm: RUNNING" in str(exc.value) or "Slurm: PENDING" in str(exc.value)
     (folder,) = runs.run_folders(runs_root)
-    assert folder.status()["state"] == "timeout"
+    assert folder.status()["state"] == "cancelled" and folder.status()["stopped_waiting"] == 3
     job = folder.status()["job_id"]
     deadline = time.monotonic() + 300
     while not slurm.job_states([job])[job].done and time.monotonic() < deadline:

@@ -234,7 +234,10 @@ SlurmdPort={PORTS['slurmd']}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={lay.munge_socket}
+# cred_expire: a job Slurm requeues (node failure, failed launch) may start again only after its
+# old launch credential expired: 31 s here instead of Slurm's default 121 s. Launches on this
+# machine take milliseconds, far below the 30 s a credential stays valid.
+AuthInfo=socket={lay.munge_socket},cred_expire=30
 CredType=cred/munge
 
 StateSaveLocation={lay.spool}/slurmctld
@@ -256,13 +259,19 @@ MpiDefault=pmix
 SrunPortRange=61000-61999
 LaunchParameters=use_interactive_step
 
-# Scheduling: consumable cores, so jobs share a node core by core; the builtin scheduler starts a
-# job the moment it is submitted, which keeps a trivial job's turnaround well under a second.
+# Scheduling: consumable cores and memory, so jobs share a node core by core and MB by MB (a job
+# that asks for no memory gets DefMemPerCPU per CPU: the node's memory shared out over its CPUs);
+# the builtin scheduler starts a job the moment it is submitted, which keeps a trivial job's
+# turnaround well under a second.
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU={def_mem_per_cpu(nodes)}
 SchedulerType=sched/builtin
 # batch_sched_delay defaults to 3 s, which a student sees as a job that waits for nothing.
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+# sched_interval: a full scheduling pass every 5 s (default 60), so a job that no event wakes
+# (one slurmctld recovered as pending after a crash, see docs/faults.md) starts within 5 s. It
+# comes before sched_min_interval because sched/builtin reads the first "interval=" it finds.
+SchedulerParameters=batch_sched_delay=0,sched_interval=5,sched_min_interval=0
 ReturnToService=2
 MinJobAge=300
 KillWait=5
@@ -276,13 +285,25 @@ AccountingStorageHost={ctl_addr}
 AccountingStoragePort={PORTS['slurmdbd']}
 # For the slurmdbd connection Slurm takes the munge socket from this option, not from AuthInfo.
 AccountingStoragePass={lay.munge_socket}
+# Memory limits are enforced by Slurm's accounting: each step's resident size is sampled every
+# second and a step above its job's memory is killed (state OUT_OF_MEMORY). The memory cgroup
+# would catch a peak between two samples, but task/cgroup on cgroup v1 puts every slurmd of this
+# machine under one /slurm hierarchy (this Slurm is built without multiple-slurmd support), where
+# two virtual nodes running steps of one job would share a cgroup.
 JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=30
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
 JobCompType=jobcomp/none
 
 {chr(10).join(node_lines)}
 PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 """
+
+
+def def_mem_per_cpu(nodes: list[Node]) -> int:
+    """DefMemPerCPU (MB): the smallest node's memory over its CPUs, so that a node full of
+    one-CPU jobs that ask for no memory still fits."""
+    return max(1, min(n.hardware.memory_mb // max(1, n.hardware.cpus) for n in nodes)) if nodes else 1
 
 
 def render_slurmdbd_conf(lay: Layout) -> str:

@@ -224,19 +224,29 @@ def _prepare_database(lay: Layout) -> None:
                           f"read {lay.logfile('mariadb')}")
 
 
+def _sacctmgr(lay: Layout, args: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
+    """sacctmgr ARGS, or None when it does not answer within `timeout` s (slurmdbd hung or its
+    database unreachable: sacctmgr then waits for its connection to time out)."""
+    try:
+        return subprocess.run(["sacctmgr", *args], capture_output=True, text=True, env=_env(lay), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def _sacctmgr_ok(lay: Layout) -> bool:
-    r = subprocess.run(["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"], capture_output=True,
-                       text=True, env=_env(lay), timeout=20)
-    return r.returncode == 0
+    r = _sacctmgr(lay, ["-n", "-P", "show", "cluster", "format=cluster"])
+    return r is not None and r.returncode == 0
 
 
 def _register_cluster(lay: Layout) -> None:
-    r = subprocess.run(["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"], capture_output=True,
-                       text=True, env=_env(lay))
-    if config.CLUSTER_NAME in r.stdout.split():
+    r = _sacctmgr(lay, ["-n", "-P", "show", "cluster", "format=cluster"])
+    if r is not None and config.CLUSTER_NAME in r.stdout.split():
         return
-    r = subprocess.run(["sacctmgr", "-i", "add", "cluster", config.CLUSTER_NAME], capture_output=True, text=True,
-                       env=_env(lay))
+    r = _sacctmgr(lay, ["-i", "add", "cluster", config.CLUSTER_NAME])
+    if r is None:
+        raise HpclabError("sacctmgr did not answer within 20 s while registering the cluster",
+                          f"slurmdbd or its database hangs: read {lay.logfile('slurmdbd')} and "
+                          f"{lay.logfile('mariadb')}, then run 'hpclab cluster up' again")
     if r.returncode != 0 and "already exists" not in (r.stdout + r.stderr):
         raise HpclabError(f"sacctmgr could not register the cluster: {(r.stdout + r.stderr).strip()}",
                           f"read {lay.logfile('slurmdbd')}")
@@ -330,6 +340,7 @@ def _up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
     current = config.load_nodes(lay)
     if current and all(d.running() for d in daemons(lay, current)) and _nodes_ready(lay, [n.name for n in current]):
         if nodes is None or [n.name for n in nodes] == [n.name for n in current]:
+            release_held_jobs(lay)
             return UpReport(True, time.monotonic() - t0, [n.name for n in current], _link_system_conf(lay))
         raise HpclabError(
             f"the cluster is running with other nodes ({', '.join(n.name for n in current)})",
@@ -351,14 +362,80 @@ def _up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
           lay.logfile("mariadb"))
     _prepare_database(lay)
     slurmdbd_daemon(lay).start()
-    _wait(lambda: _sacctmgr_ok(lay), "slurmdbd to answer", 60, lay.logfile("slurmdbd"))
+    _wait(lambda: _sacctmgr_ok(lay), "slurmdbd to answer (sacctmgr)", 60, lay.logfile("slurmdbd"))
     _register_cluster(lay)
+    # slurmctld gone while a slurmd still runs: the controller crashed (or was killed) under
+    # running jobs. It recovers from its last state save, which may be up to 5 s old.
+    crashed = (not slurmctld_daemon(lay).running() and any(slurmd_daemon(lay, n).running() for n in nodes)
+               and not _stopped_cleanly(lay))
     slurmctld_daemon(lay).start()
     for n in nodes:
         slurmd_daemon(lay, n).start()
     _wait(lambda: _nodes_ready(lay, [n.name for n in nodes]), "the nodes to become idle in sinfo", timeout,
           lay.logfile("slurmctld"))
+    _kick_scheduler(lay)
+    if crashed:
+        _settle_after_crash(lay, [n.name for n in nodes])
+    else:
+        release_held_jobs(lay)
     return UpReport(False, time.monotonic() - t0, [n.name for n in nodes], _link_system_conf(lay))
+
+
+# Slurm's reason for a job it requeued and held because the launch failed on a node that still
+# ran the job ("Duplicate jobid", the node drained): see docs/faults.md.
+HELD_AFTER_FAILED_LAUNCH = "launch failed requeued held"
+CRASH_SETTLE_SECONDS = 10.0
+
+
+def release_held_jobs(lay: Layout) -> list[str]:
+    """Release the jobs Slurm holds after a failed launch (reason 'launch failed requeued held');
+    return their ids. Jobs a user held on purpose (other reasons) stay held."""
+    try:
+        r = subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i|%r"], capture_output=True, text=True,
+                           env=_env(lay), timeout=15)
+    except subprocess.TimeoutExpired:
+        return []
+    held = [line.split("|", 1)[0] for line in r.stdout.splitlines()
+            if "|" in line and line.split("|", 1)[1].replace("_", " ").strip() == HELD_AFTER_FAILED_LAUNCH]
+    for job in held:
+        subprocess.run(["scontrol", "release", job], capture_output=True, env=_env(lay), timeout=15)
+    return held
+
+
+def _stopped_cleanly(lay: Layout) -> bool:
+    """Did the last slurmctld end by SIGTERM (state saved), not by a crash or kill -9?"""
+    last = tail(lay.logfile("slurmctld"), 30).splitlines()
+    starts = [i for i, line in enumerate(last) if "slurmctld version" in line]
+    after = last[starts[-1]:] if starts else last
+    return any("Saving all slurm state" in line for line in after)
+
+
+def _kick_scheduler(lay: Layout) -> None:
+    """Make slurmctld run its scheduler now. A freshly started slurmctld runs its first full
+    scheduling pass only after 60 s unless an event (a submission, a node or partition update)
+    asks for one, and it reads SchedulerParameters' sched_interval only in that pass; a job it
+    recovered as pending would wait that long. Setting the partition UP (it is UP) is such an
+    event and changes nothing."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(["scontrol", "update", f"partitionname={config.PARTITION}", "state=up"],
+                       capture_output=True, env=_env(lay), timeout=15)
+
+
+def _settle_after_crash(lay: Layout, names: list[str]) -> None:
+    """After a controller crash, slurmctld may have recovered a running job as pending (its
+    last state save predates the start). When the node registers with that job, slurmctld kills
+    it there ('Registered PENDING') and starts it again; if the new launch reaches the node
+    before the old instance is gone, the node is drained ('Duplicate jobid') and the job requeued
+    and held. For a few seconds after the restart, resume such nodes and release such jobs, so
+    the job runs again instead of waiting forever."""
+    deadline = time.monotonic() + CRASH_SETTLE_SECONDS
+    while time.monotonic() < deadline:
+        _nodes_ready(lay, names)  # resumes drained nodes
+        release_held_jobs(lay)
+        _kick_scheduler(lay)  # a job killed on its node as 'Registered PENDING' starts again now
+        time.sleep(1.0)
+    _nodes_ready(lay, names)
+    release_held_jobs(lay)
 
 
 # --- down ----------------------------------------------------------------------------------------

@@ -1,0 +1,205 @@
+"""Faults on the real local cluster (docs/faults.md): the controller killed or restarted under a
+running job, accounting down, a job over its memory limit, a node left drained, and what hpclab
+says when it stops waiting. These tests stop and start the cluster's own daemons by their pid
+files, so they run one at a time (make test does) and each leaves the cluster up."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from hpclab import experiment, paths, slurm
+from hpclab.cluster import config, local
+from hpclab.errors import HpclabError
+from hpclab.spec import make_spec
+
+pytestmark = pytest.mark.cluster
+
+POISSON = dict(kernel="poisson", ntasks=2, args={"n": 64, "grid": "1x2", "iters": 10})
+
+
+@pytest.fixture
+def runs_root(tmp_path, monkeypatch, cluster):
+    root = tmp_path / "runs"
+    monkeypatch.setenv("HPCLAB_RUNS", str(root))
+    yield root
+    local.up()  # whatever a test broke, the next one finds the cluster running
+
+
+def need(kernel):
+    if not (paths.bin_dir() / kernel).is_file():
+        pytest.skip(f"build/bin/{kernel} not built (make -C src)")
+
+
+def _slow_template(tmp_path, monkeypatch, seconds):
+    """Kernel templates whose job sleeps `seconds` before the kernel runs, so a fault can strike
+    while the job is running."""
+    d = tmp_path / "tpl"
+    d.mkdir(exist_ok=True)
+    (d / "poisson.sh.j2").write_text('{% extends "preamble.sh.j2" %}\n{% block before_run %}\n'
+                                     f"sleep {seconds}\n{{% endblock %}}\n")
+    monkeypatch.setenv("HPCLAB_TEMPLATES", str(d))
+
+
+def _wait_running(run, limit=120):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        experiment.refresh([run])
+        if run.state == "running":
+            return
+        time.sleep(0.2)
+    pytest.fail(f"job {run.job_id} did not start within {limit} s: {run.folder.status()}")
+
+
+def _slurmctld_pid() -> int:
+    pid = local.slurmctld_daemon(config.layout()).pid()
+    assert pid, "slurmctld is not running"
+    return pid
+
+
+@pytest.mark.parametrize("after", [1.0, 6.0])
+def test_controller_kill9_mid_job_then_up_job_completes(runs_root, tmp_path, monkeypatch, after):
+    """slurmctld killed (-9) `after` s into a running job, `hpclab cluster up`: does the job end
+    completed and validated, its run folder complete, and is a requeue recorded, not a timeout?"""
+    need("poisson")
+    _slow_template(tmp_path, monkeypatch, 12)
+    (run,) = experiment.run(make_spec(POISSON), wait=False, progress=False)
+    _wait_running(run)
+    time.sleep(after)
+    os.kill(_slurmctld_pid(), signal.SIGKILL)
+    t0 = time.monotonic()
+    local.up()
+    print(f"up after kill -9: {time.monotonic() - t0:.1f} s")
+    experiment.wait_for([run], timeout=300, progress=False)
+    print(f"kill -9 at {after} s: job ended {time.monotonic() - t0:.1f} s after the kill")
+    st = run.folder.status()
+    assert st["state"] == "completed" and st["slurm_state"] == "COMPLETED"
+    assert run.table() is not None and len(run.table()) > 0
+    states = [h["state"] for h in st["history"]]
+    assert "timeout" not in states and states[-1] == "completed"
+    print("history:", json.dumps(st["history"]), "restarts:", st.get("restarts"))
+    assert local.node_states() and all(s.rstrip("*") in ("idle", "mixed") for s in local.node_states().values())
+
+
+def test_graceful_controller_restart_keeps_the_job_running(runs_root, tmp_path, monkeypatch):
+    """slurmctld stopped with SIGTERM (it saves its state) and started again: does the job keep
+    running, once, and complete?"""
+    need("poisson")
+    _slow_template(tmp_path, monkeypatch, 8)
+    (run,) = experiment.run(make_spec(POISSON), wait=False, progress=False)
+    _wait_running(run)
+    t0 = time.monotonic()
+    assert local.slurmctld_daemon(config.layout()).stop()
+    local.up()
+    print(f"graceful restart: up in {time.monotonic() - t0:.1f} s")
+    experiment.wait_for([run], timeout=300, progress=False)
+    st = run.folder.status()
+    assert st["state"] == "completed"
+    assert [h["state"] for h in st["history"]] == ["running", "completed"]  # never back to pending
+    assert not st.get("requeued")
+    assert run.folder.stdout.read_text().count("arguments =") == 1  # ran once, not again
+
+
+def test_accounting_down_jobs_still_run_and_provenance_says_so(runs_root, capfd):
+    """slurmdbd stopped: does a job still run and complete, with its state from squeue/scontrol,
+    provenance saying accounting was unavailable, hpclab saying so once, and `up` bringing
+    accounting back?"""
+    need("poisson")
+    lay = config.layout()
+    assert local.slurmdbd_daemon(lay).stop()
+    experiment._said.discard("accounting")
+    (run,) = experiment.run(make_spec(POISSON), progress=False, timeout=300)
+    st = run.folder.status()
+    assert st["state"] == "completed" and st["accounting"] == "unavailable"
+    assert "accounting unavailable" in (run.folder.provenance / "accounting.txt").read_text()
+    assert not (run.folder.provenance / "sacct.json").exists()
+    assert capfd.readouterr().err.count("accounting (sacct) is unavailable") == 1
+    t0 = time.monotonic()
+    local.up()
+    deadline = time.monotonic() + 120
+    while not slurm.sacct_records([run.job_id]) and time.monotonic() < deadline:
+        time.sleep(1)
+    # slurmctld kept the job's records and sends them once slurmdbd is back
+    assert slurm.sacct([run.job_id])[run.job_id].slurm_state == "COMPLETED"
+    print(f"accounting back after up, job record in the database: {time.monotonic() - t0:.1f} s")
+
+
+def test_up_survives_a_hung_slurmdbd_with_a_clear_error(cluster, monkeypatch):
+    """sacctmgr not answering (slurmdbd hung) gives False / an HpclabError naming the log, never
+    subprocess.TimeoutExpired."""
+    lay = config.layout()
+
+    def hang(*a, **k):
+        raise subprocess.TimeoutExpired("sacctmgr", 20)
+
+    monkeypatch.setattr(local.subprocess, "run", hang)
+    assert local._sacctmgr_ok(lay) is False
+    with pytest.raises(HpclabError, match="sacctmgr did not answer") as exc:
+        local._register_cluster(lay)
+    assert str(lay.logfile("slurmdbd")) in exc.value.hint
+
+
+def test_out_of_memory_says_asked_and_used(runs_root):
+    """A job over its memory limit: is it killed by Slurm and does hpclab say 'ran out of memory:
+    asked N MB, used about M MB' (M above N) and what to do?"""
+    need("stream")
+    spec = make_spec(kernel="stream", ntasks=1, mem=40, args={"size": 4_000_000, "reps": 50})  # 3 x 32 MB arrays
+    with pytest.raises(HpclabError) as exc:
+        experiment.run(spec, progress=False, timeout=300)
+    text = str(exc.value)
+    m = re.search(r"ran out of memory: asked 40 MB, used about (\d+) MB", text)
+    assert m and int(m.group(1)) > 40, text
+    assert "mem" in exc.value.hint
+    st = json.loads(next(runs_root.glob("stream/*/status.json")).read_text())
+    assert st["state"] == "failed" and st["reason"].startswith("ran out of memory")
+    print(f"out of memory: Slurm state {st['slurm_state']}, {st['reason']}")
+
+
+def test_memory_is_scheduled(cluster):
+    """Does the local cluster schedule memory (CR_Core_Memory) with a default per CPU?"""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, env={**os.environ, **cluster}).stdout
+    assert "CR_CORE_MEMORY" in out.upper().replace(" ", "")
+    fields = dict(line.split("=", 1) for line in (l.replace(" ", "") for l in out.splitlines()) if "=" in line)
+    assert int(fields["DefMemPerCPU"]) > 0
+
+
+def test_up_resumes_a_drained_node(cluster):
+    """A node drained as after a failed launch ('Duplicate jobid'): does `up` return it?"""
+    name = next(iter(local.node_states()))
+    env = {**os.environ, **cluster}
+    subprocess.run(["scontrol", "update", f"nodename={name}", "state=drain", "reason=Duplicate jobid"],
+                   check=True, env=env, capture_output=True)
+    assert "drain" in local.node_states()[name]
+    local.up()
+    assert local.node_states()[name].rstrip("*") in ("idle", "mixed", "allocated")
+
+
+def test_stopped_waiting_names_the_real_state(runs_root, tmp_path, monkeypatch):
+    """hpclab giving up on a running job: is it cancelled with Slurm's last state in the reason
+    (running, on which node), never called a timeout?"""
+    need("poisson")
+    _slow_template(tmp_path, monkeypatch, 300)
+    with pytest.raises(HpclabError) as exc:
+        experiment.run(make_spec(POISSON), progress=False, timeout=4)
+    text = str(exc.value)
+    assert "state cancelled" in text and "hpclab stopped waiting after 4 s" in text and "running on" in text
+    assert "timeout" not in text.replace("timeout=", "")
+    assert "more time" in exc.value.hint
+
+
+def test_requeue_is_followed_and_recorded(runs_root, tmp_path, monkeypatch):
+    """A running job requeued by Slurm (scontrol requeue): does hpclab follow it to the end,
+    record the requeue and the Restarts count in the status history, and not call it a timeout?"""
+    need("poisson")
+    _slow_template(tmp_path, monkeypatch, 4)
+    (run,) = experiment.run(make_spec(POISSON), wait=False, progress=False)
+    _wait_running(run)
+    slurm.run_slurm(["scontrol", "requeue", run.job_id], what="requeue")
+    experiment.wait_for([run], timeout=400, progress=False)
+    st = run.folder.status()
+    assert st["state"] == "completed" and st["requeued"] and st["restarts"] >= 1
+    assert any("requeued" in h.get("reason", "") for h in st["history"] if h["state"] == "pending")
