@@ -254,24 +254,28 @@ def numa(topology) -> Row:
 
 def hotspots(profile) -> Row:
     """From notebook 06's profile (hpclab.hotspots.Profile): do the solver's compute loops lead the
-    hotspot list, as in the seed's VTune run?"""
+    hotspot list, ahead of the MPI library, as in the seed's VTune run? Start-up (loader, MPI_Init,
+    grid set-up) is left out: the seed profiled a long run, where it weighs nothing, while the
+    course profiles a short one."""
     phases = profile.phases().set_index("phase")["self"]
-    total = phases.sum()
-    if total <= 0:
-        return make_row("hotspots", "-", "not shown", "the profile recorded nothing", [profile.path.name])
-    shares = phases / total
-    compute = shares.get("red/black sweeps", 0.0) + shares.get("residuum", 0.0)
+    loop = phases.reindex(["red/black sweeps", "residuum", "halo copy", "MPI library"]).fillna(0)
+    if loop.sum() <= 0:
+        return make_row("hotspots", "-", "not shown", "the profile has no samples in the solve loop",
+                        [profile.path.name])
+    shares = loop / loop.sum()
+    startup = 1 - loop.sum() / phases.sum()
+    compute = shares["red/black sweeps"] + shares["residuum"]
     top = shares.idxmax()
-    here = (f"{profile.tool} ({profile.unit}): {top} leads with {shares[top]:.0%}; red/black sweeps and "
-            f"residuum together {compute:.0%}, MPI library {shares.get('MPI library', 0.0):.0%}")
-    mpi = shares.get("MPI library", 0.0)
-    if top in ("red/black sweeps", "residuum") and compute > mpi:
+    here = (f"{profile.tool} ({profile.unit}), solve loop only: {top} leads with {shares[top]:.0%}; red/black "
+            f"sweeps and residuum together {compute:.0%}, MPI library {shares['MPI library']:.0%} "
+            f"(start-up, left out: {startup:.0%} of the whole profile)")
+    if top in ("red/black sweeps", "residuum") and compute > shares["MPI library"]:
         verdict, why = "yes", ("the profile points at the same loops as the seed; the MPI library weighs less "
                                "here because one node's ranks exchange through shared memory")
     elif top in ("red/black sweeps", "residuum"):
         verdict, why = "partly", "a compute loop leads, but the MPI library takes more than the compute loops together"
     else:
-        verdict, why = "no", f"{top} leads this profile, not the solver's loops"
+        verdict, why = "no", f"{top} leads the solve loop in this profile, not the solver's compute loops"
     return make_row("hotspots", here, verdict, why, [profile.path.name])
 
 
@@ -295,3 +299,41 @@ def mapping_messages(counts) -> Row:
     else:
         verdict, why = "no", "the ranks did not land where mapped, or both mappings sent the same number of messages"
     return make_row("mapping-messages", here, verdict, why, counts["run"])
+
+
+def from_verdict(claim_id: str, verdict: dict, runs=()) -> Row:
+    """A row from an analysis module's own verdict (a dict with here, reproduced and why, as
+    hpclab.placement.pitfall_fidelity and hpclab.hotspots.roofline_fidelity return)."""
+    return make_row(claim_id, verdict["here"], verdict["reproduced"], verdict["why"], runs)
+
+
+def frame(rows) -> "pd.DataFrame":
+    """Rows as a table for a notebook cell (one row per claim)."""
+    import pandas as pd
+
+    rows = [rows] if isinstance(rows, Row) else list(rows)
+    return pd.DataFrame([{"claim": r.id, "seed (quoted)": r.seed, "here (measured)": r.here,
+                          "reproduced": r.reproduced, "why": r.why} for r in rows]).set_index("claim")
+
+
+def hybrid_pitfall(summary_table, runs=()) -> Row:
+    """From notebook 03's pitfall and yielding runs (hpclab.placement.summary of both sets)."""
+    from hpclab import placement
+
+    try:
+        verdict = placement.pitfall_fidelity(summary_table)
+    except (KeyError, HpclabError) as e:
+        return make_row("hybrid-pitfall", "-", "not shown", f"the pitfall runs are incomplete ({e})", runs)
+    return from_verdict("hybrid-pitfall", verdict, runs)
+
+
+def roofline(rates, stream_results, caches, runs=()) -> Row:
+    """From notebook 06's roof runs (hpclab.hotspots.roofline_fidelity); a run set without a
+    memory-resident grid (the quick parameter set) is 'not shown', saying so."""
+    from hpclab import hotspots as hs
+
+    try:
+        verdict = hs.roofline_fidelity(rates, stream_results, caches)
+    except HpclabError as e:
+        return make_row("roofline", "-", "not shown", f"{e.what}", runs)
+    return from_verdict("roofline", verdict, runs)
