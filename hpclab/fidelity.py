@@ -337,3 +337,57 @@ def roofline(rates, stream_results, caches, runs=()) -> Row:
     except HpclabError as e:
         return make_row("roofline", "-", "not shown", f"{e.what}", runs)
     return from_verdict("roofline", verdict, runs)
+
+
+SEED_STRIP_VS_TILE = 11.452 / 4.464806  # ITAC 2014's compute of 1x384 over 24x16 (seedfacts)
+
+
+def grid_2d_vs_1d(subdomains, runs=(), strip: str = "1D 1x384", tile: str = "2D 24x16") -> Row:
+    """From notebook 05's single-rank runs of each decomposition's subdomain
+    (hpclab.imbalance.measure_subdomains): does the 1x384 strip compute slower per point than the
+    24x16 tile here, by more than the spread of the runs?"""
+    g = subdomains.groupby("case")["ns_per_point"]
+    if not {strip, tile} <= set(g.groups):
+        return make_row("grid-2d-vs-1d", "-", "not shown", f"the subdomains {strip} and {tile} were not both measured", runs)
+    lo, med, hi = g.min(), g.median(), g.max()
+    ratio = med[strip] / med[tile]
+    here = (f"one rank, {strip}'s strip {med[strip]:.2f} ns per point (min {lo[strip]:.2f}, max {hi[strip]:.2f}) vs "
+            f"{tile}'s tile {med[tile]:.2f} ({lo[tile]:.2f}-{hi[tile]:.2f}): {ratio:.2f}x "
+            f"(seed {SEED_STRIP_VS_TILE:.2f}x)")
+    runs = list(runs) or list(subdomains.loc[subdomains["case"].isin([strip, tile]), "run"])
+    if ratio > 1.1 and lo[strip] > hi[tile]:
+        verdict = "yes"
+        why = ("the strip's short rows compute slower on this machine too, beyond the spread of the runs"
+               + ("; the seed's factor was larger (other compiler and vector width)" if ratio < SEED_STRIP_VS_TILE / 1.25 else ""))
+    elif ratio > 1.1:
+        verdict, why = "partly", "the strip computes slower at the median, but its runs overlap the tile's"
+    else:
+        verdict, why = "no", "this machine computes the strip's short rows as fast as the tile's"
+    return make_row("grid-2d-vs-1d", here, verdict, why, runs)
+
+
+def nonblocking_dependency(dependency, runs=()) -> Row:
+    """From notebook 05's naive and non-blocking traced runs (hpclab.imbalance.dependency_table
+    with a model): does the naive exchange serialise into a chain that the non-blocking one
+    removes? The chain shows in what its messages cost one after another (T_chain, the replay on
+    the fitted network minus the ideal replay); on the ideal network a message is free, so
+    T_depend moves only by the delays the chain passes on."""
+    naive = dependency[dependency["exchange"] == "naive"]
+    nonblocking = dependency[dependency["exchange"] == "nonblocking"]
+    if naive.empty or nonblocking.empty or "T_chain" not in dependency:
+        return make_row("nonblocking-dependency", "-", "not shown",
+                        "the naive and non-blocking runs were not both traced and replayed on a network model", runs)
+    chain = naive["T_chain"].median() / nonblocking["T_chain"].median()
+    depend = naive["T_depend"].median() / nonblocking["T_depend"].median()
+    here = (f"{naive['ranks'].iloc[0]} ranks, messages above the eager limit: messages cost {chain:.1f}x more with the "
+            f"naive exchange than non-blocking on the fitted network (T_chain {naive['T_chain'].median():.3f} vs "
+            f"{nonblocking['T_chain'].median():.3f} ms per iteration); T_depend on the ideal network {depend:.1f}x")
+    if chain >= 2 and depend >= 1:
+        verdict, why = "yes", ("the naive order serialises the exchange into a chain and the non-blocking exchange "
+                               "removes it; the chain shows in what messages cost one after another, since on "
+                               "the ideal network a message is free")
+    elif chain > 1:
+        verdict, why = "partly", "the naive exchange costs more, but less than twice the non-blocking one here"
+    else:
+        verdict, why = "no", "the naive exchange cost no more than the non-blocking one on this machine"
+    return make_row("nonblocking-dependency", here, verdict, why, runs)

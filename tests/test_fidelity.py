@@ -100,3 +100,28 @@ def test_mapping_messages_needs_exact_counts_and_fewer_with_blocks():
     off = counts.assign(**{"inter-node messages, traced": [1608, 805]})
     assert fidelity.mapping_messages(off).reproduced == "partly"
     assert fidelity.mapping_messages(pd.DataFrame()).reproduced == "not shown"
+
+
+def _subdomains(strip_ns, tile_ns):
+    rows = [{"case": "1D 1x384", "run": f"s{i}", "ns_per_point": v} for i, v in enumerate(strip_ns)]
+    rows += [{"case": "2D 24x16", "run": f"t{i}", "ns_per_point": v} for i, v in enumerate(tile_ns)]
+    return pd.DataFrame(rows)
+
+
+def test_grid_row_needs_the_strip_slower_beyond_the_spread():
+    """Strip slower than every tile run: 'yes'; overlapping runs: 'partly'; equal: 'no'."""
+    yes = fidelity.grid_2d_vs_1d(_subdomains([3.7, 3.8, 3.9], [2.4, 2.5, 2.6]))
+    assert yes.reproduced == "yes" and "1.52x" in yes.here and len(yes.runs) == 6
+    assert fidelity.grid_2d_vs_1d(_subdomains([2.5, 3.8, 3.9], [2.4, 2.5, 2.6])).reproduced == "partly"
+    assert fidelity.grid_2d_vs_1d(_subdomains([2.5, 2.5], [2.5, 2.5])).reproduced == "no"
+    assert fidelity.grid_2d_vs_1d(_subdomains([], [2.5])).reproduced == "not shown"
+
+
+def test_dependency_row_reads_the_chain_cost_and_t_depend():
+    """A chain costing 3.7x with T_depend 1.6x is 'yes'; 1.5x is 'partly'; no model column: 'not shown'."""
+    dep = pd.DataFrame({"exchange": ["naive", "naive", "nonblocking", "nonblocking"], "ranks": 4,
+                        "T_chain": [0.047, 0.047, 0.0127, 0.0127], "T_depend": [0.114, 0.114, 0.069, 0.069]})
+    row = fidelity.nonblocking_dependency(dep, ["a", "b"])
+    assert row.reproduced == "yes" and "3.7x" in row.here and row.runs == ["a", "b"]
+    assert fidelity.nonblocking_dependency(dep.assign(T_chain=[0.015, 0.015, 0.01, 0.01])).reproduced == "partly"
+    assert fidelity.nonblocking_dependency(dep.drop(columns="T_chain")).reproduced == "not shown"
