@@ -11,7 +11,8 @@ node has k output and k input links; a message between nodes holds one output li
 source node and one input link of its destination for its whole cost L_inter + m / BW_inter,
 so messages leaving or entering one node at once queue (two equal messages leaving a one-link
 node at once: the second arrives after twice the cost). A mapping that moves traffic between
-nodes then changes the time. links = 0 (default): no contention, every message travels alone.
+nodes then changes the time. Messages within a node and collectives (whose cost stays the
+formula below) use no link. links = 0 (default): no contention, every message travels alone.
 
 Model files (YAML or JSON) use people's units:
 
