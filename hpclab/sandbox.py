@@ -438,6 +438,11 @@ def run_kernel(connection_file: str) -> int:
     limits, unconfined = Limits.from_env()
     kernel = ["-m", "ipykernel_launcher", "-f"]
     if unconfined:
+        info = json.loads(Path(connection_file).read_text())
+        if info.get("transport") == "ipc" and not os.path.isabs(info["ip"]):
+            # jupyter's default ipc path is relative to the client's folder, not ours
+            info["ip"] = os.path.join(os.readlink(f"/proc/{os.getppid()}/cwd"), info["ip"])
+            Path(connection_file).write_text(json.dumps(info))
         os.execv(sys.executable, [sys.executable, *kernel, connection_file])
     sweep()
     info = json.loads(Path(connection_file).read_text())

@@ -157,11 +157,12 @@ def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
     assert rows == {s: float(v) for s, v in result["expected"].items()}
     assert len(result["feedback"]) == len(grading.EXPECTED_LOST)
     assert result["flags"] == {"tamper": {"test-latency": "edited", "test-unknown": "deleted"}}
-    # the hostile notebook could neither read the hidden tests nor write outside /tmp
+    # the hostile notebook could neither read the hidden tests nor write outside its folder's
+    # private copy (thrown away: no SNOOP file anywhere in the course)
     snoop = (tmp_path / "course" / "autograded" / "snoop" / "lab-transports" /
              "lab-transports.ipynb").read_text()
-    assert "read: [] written: []" in snoop
-    assert not (tmp_path / "course" / "SNOOP").exists()
+    assert "read: [] written: ['SNOOP']" in snoop
+    assert not list((tmp_path / "course").rglob("SNOOP"))
 
 
 @pytest.mark.parametrize("lab", grading.LABS)
