@@ -391,3 +391,46 @@ def nonblocking_dependency(dependency, runs=()) -> Row:
     else:
         verdict, why = "no", "the naive exchange cost no more than the non-blocking one on this machine"
     return make_row("nonblocking-dependency", here, verdict, why, runs)
+
+
+def imbalance_split(split, label: str, oversubscribed: bool, runs=()) -> Row:
+    """From notebook 05's median traced run (a hpclab.trace.split.Split with a network model):
+    does the five-part split add up, and do compute and transfer lead as in the seed's 2D run?
+    On an oversubscribed run the rest (ranks not running) hides the proportions, and the row says so."""
+    parts = {"compute": split.T_comp, "transfer": split.T_transfer, "load imbalance": split.T_load,
+             "dependency": split.T_depend, "rest": split.T_rest}
+    total = sum(parts.values())
+    exact = abs(total - split.T_real) <= 0.01 * split.T_real
+    share = {k: v / split.T_real for k, v in parts.items()}
+    here = (f"{label} ({split.nranks} ranks{', oversubscribed' if oversubscribed else ''}): "
+            + ", ".join(f"{k} {v:.0%}" for k, v in share.items())
+            + f"; the five parts sum to {total / split.T_real:.1%} of T_real")
+    top_two = sorted(parts, key=parts.get, reverse=True)[:2]
+    if not exact:
+        verdict, why = "no", "the parts do not add up to the measured time"
+    elif set(top_two) == {"compute", "transfer"}:
+        verdict, why = "yes", "compute and transfer lead, as in the seed's 2D run; the split adds up exactly"
+    elif oversubscribed and "rest" in top_two:
+        verdict, why = "partly", ("the method reproduces (the parts add up, compute and replays on CPU bursts), but "
+                                  "with more ranks than cores the time ranks spend switched out (the rest) "
+                                  "hides the seed's proportions")
+    else:
+        verdict, why = "partly", f"the split adds up, but {' and '.join(top_two)} lead here, not compute and transfer"
+    return make_row("imbalance-split", here, verdict, why, runs)
+
+
+def mapping_time(linear, blocked, runs=()) -> Row:
+    """From notebook 05b's 384-rank simulation on the network model with shared node links
+    (hpclab.imbalance.Simulated of the linear and the blocked mapping): does the blocked mapping
+    make the simulated run faster? This row is a simulation from this machine's measurements."""
+    t_lin, t_blk = linear.split.T_real, blocked.split.T_real
+    gain = 1 - t_blk / t_lin
+    here = (f"simulated, 384 ranks on 16 nodes, links shared per node: {t_lin / linear.iterations / 1e6:.3f} ms per "
+            f"iteration linear vs {t_blk / blocked.iterations / 1e6:.3f} ms blocked ({gain:+.0%})")
+    if gain >= 0.05:
+        verdict, why = "yes", "with a node's messages sharing its link, fewer inter-node messages make the iteration shorter (simulation)"
+    elif gain > 0:
+        verdict, why = "partly", "the blocked mapping is faster in the simulation, but by less than 5 %"
+    else:
+        verdict, why = "no", "the simulated link is not busy enough for the mapping to change the time"
+    return make_row("mapping-time", here, verdict, why, runs)

@@ -36,10 +36,19 @@ from hpclab.errors import HpclabError
 
 EXPERIMENT = "05-imbalance"
 # What one bar of the imbalance diagram holds, in stacking order (attributes of trace.split.Split).
+# The five parts of hpclab.trace.split in stacking order. "rest" is the time the network model
+# does not explain: on an oversubscribed run, mostly ranks waiting for a core. A split without a
+# model (or a quoted diagram) has no rest.
 PARTS = (("T_comp", "compute"), ("T_transfer", "transfer"), ("T_load", "load imbalance"),
-         ("T_depend", "dependency"))
+         ("T_depend", "dependency"), ("T_rest", "rest: not running or not modelled"))
+REST = PARTS[-1][1]
 COLORS = {"compute": "#4c72b0", "transfer": "#dd8452", "load imbalance": "#c44e52",
-          "dependency": "#8172b3", "interconnect": "#dd8452"}
+          "dependency": "#8172b3", "interconnect": "#dd8452", REST: "#9a9a9a"}
+# What each part calls for, for the quiz whose answer is the learner's own largest part.
+ADVICE = {"transfer": "a faster network or a placement that keeps messages inside a node",
+          "load imbalance": "rebalancing the domain decomposition",
+          "dependency": "reordering the sends and receives (non-blocking or ordered exchange)",
+          REST: "giving every rank a core of its own (fewer ranks, or more cores)"}
 # Halo messages of the solver are at most a few 10 kB: fit the pingpong over that range only, so
 # the latency is not swamped by megabyte messages that the solver never sends.
 FIT_MAX_BYTES = 65536
@@ -225,9 +234,10 @@ def ideal_model(eager: int | None = None):
     return NetworkModel(f"ideal (eager limit {eager} B)", IDEAL.intra, IDEAL.inter, int(eager))
 
 
-def analyse(runs, eager: int | None = None) -> list[Analysed]:
+def analyse(runs, eager: int | None = None, model=None) -> list[Analysed]:
     """Load each run's trace (hpclab.trace.load.load_run), replay it on the ideal network (with
-    the eager limit `eager` in bytes, see ideal_model) and split it (hpclab.trace.split).
+    the eager limit `eager` in bytes, see ideal_model) and split it (hpclab.trace.split): five
+    parts with `model` (the machine's fitted NetworkModel, pingpong_model), four without.
     runs: experiment.Run objects of traced Poisson specs."""
     from hpclab.trace.load import load_run
     from hpclab.trace.replay import replay
@@ -238,20 +248,23 @@ def analyse(runs, eager: int | None = None) -> list[Analysed]:
         tr = load_run(r.path)
         ideal = replay(tr, ideal_net)
         rep = int(r.folder.status().get("repetition", 1))
-        out.append(Analysed(r.spec.label or r.spec.args.grid, rep, r.path, tr, ideal, split(tr, ideal),
-                            r.result()))
+        out.append(Analysed(r.spec.label or r.spec.args.grid, rep, r.path, tr, ideal,
+                            split(tr, ideal, model=model), r.result()))
     return out
 
 
 def split_table(analysed: list[Analysed], iterations: int | None = None) -> pd.DataFrame:
-    """One row per run: label, repetition, T_real, T_comp, T_transfer, T_load, T_depend, T_wait
-    (seconds, or ms per iteration if `iterations` is given) and the POP efficiencies."""
+    """One row per run: label, repetition, T_real, T_ideal, T_model, the five parts (T_comp,
+    T_transfer, T_load, T_depend, T_rest), T_wait and T_off_cpu (mean time switched out during
+    compute bursts) in seconds, or ms per iteration if `iterations` is given, and the POP
+    efficiencies."""
     rows = []
     scale = 1e-9 if iterations is None else 1e-6 / iterations
     for a in analysed:
         s = a.split
         row = {"label": a.label, "repetition": a.repetition, "ranks": s.nranks}
-        for k in ("T_real", "T_ideal", "T_comp", "T_transfer", "T_load", "T_depend", "T_wait"):
+        for k in ("T_real", "T_ideal", "T_model", "T_comp", "T_transfer", "T_load", "T_depend", "T_rest",
+                  "T_wait", "T_off_cpu"):
             row[k] = getattr(s, k) * scale
         for k in ("load_balance", "serialisation", "transfer", "parallel"):
             row[k] = getattr(s, k)
@@ -259,7 +272,7 @@ def split_table(analysed: list[Analysed], iterations: int | None = None) -> pd.D
     return pd.DataFrame(rows)
 
 
-def summary(table: pd.DataFrame, columns=("T_real", "T_comp", "T_transfer", "T_load", "T_depend",
+def summary(table: pd.DataFrame, columns=("T_real", "T_comp", "T_transfer", "T_load", "T_depend", "T_rest",
                                           "parallel")) -> pd.DataFrame:
     """min / median / max over repetitions of each column, one row per label (order kept)."""
     order = list(dict.fromkeys(table["label"]))
@@ -631,6 +644,12 @@ def simulated_table(sims: dict[str, Simulated]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("case")
 
 
+def largest_waste(split) -> str:
+    """The name (as in PARTS) of the largest part of a Split after compute: where tuning starts."""
+    waste = {name: getattr(split, key) for key, name in PARTS if key != "T_comp"}
+    return max(waste, key=waste.get)
+
+
 def shares(parts: pd.DataFrame) -> pd.DataFrame:
     """Each row's components as a share of the row's total (fractions summing to 1)."""
     return parts.div(parts.sum(axis=1), axis=0)
@@ -641,12 +660,12 @@ def quoted_parts() -> pd.DataFrame:
     names: compute, transfer (the talk's 'interconnect'), load imbalance, dependency."""
     from hpclab import seedfacts
     q = seedfacts.imbalance_2014().rename(columns={"interconnect": "transfer"})
-    return q[[name for _, name in PARTS]].astype(float)
+    return q[[name for _, name in PARTS if name != REST]].astype(float)
 
 
 def parts_of(splits: dict, scale: float = 1e-9) -> pd.DataFrame:
-    """label -> Split as a table of the four parts (compute, transfer, load imbalance,
-    dependency), times multiplied by `scale` (default: ns -> s)."""
+    """label -> Split as a table of the five parts (compute, transfer, load imbalance,
+    dependency, rest), times multiplied by `scale` (default: ns -> s)."""
     return pd.DataFrame({label: {name: getattr(s, key) * scale for key, name in PARTS}
                          for label, s in splits.items()}).T
 
@@ -656,6 +675,8 @@ def _stack(ax, parts: pd.DataFrame):
     pos = np.zeros(len(labels))
     neg = np.zeros(len(labels))
     for _, name in PARTS:
+        if name not in parts:  # a quoted diagram has no rest part
+            continue
         v = parts[name].to_numpy(float)
         base = np.where(v >= 0, pos, neg)
         ax.bar(labels, v, bottom=base, color=COLORS[name], label=name, width=0.6)

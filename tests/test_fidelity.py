@@ -125,3 +125,32 @@ def test_dependency_row_reads_the_chain_cost_and_t_depend():
     assert row.reproduced == "yes" and "3.7x" in row.here and row.runs == ["a", "b"]
     assert fidelity.nonblocking_dependency(dep.assign(T_chain=[0.015, 0.015, 0.01, 0.01])).reproduced == "partly"
     assert fidelity.nonblocking_dependency(dep.drop(columns="T_chain")).reproduced == "not shown"
+
+
+def _split(**parts):
+    from hpclab.trace.split import Split
+
+    base = dict(T_real=100.0, T_ideal=0, T_comp=0, comp_max=0, T_mpi=0, T_transfer=0, T_load=0, T_depend=0,
+                T_wait=0, load_balance=1, serialisation=1, transfer=1, communication=1, parallel=1, nranks=4,
+                T_rest=0.0)
+    base.update(parts)
+    return Split(**base)
+
+
+def test_imbalance_split_row_names_what_leads():
+    """Compute and transfer leading: 'yes'; the rest leading an oversubscribed run: 'partly'; parts not adding up: 'no'."""
+    ok = _split(T_comp=50, T_transfer=40, T_load=5, T_depend=5)
+    assert fidelity.imbalance_split(ok, "2x2", False).reproduced == "yes"
+    crowded = _split(T_comp=20, T_transfer=5, T_load=5, T_depend=5, T_rest=65)
+    row = fidelity.imbalance_split(crowded, "2x2", True)
+    assert row.reproduced == "partly" and "rest 65%" in row.here and "switched out" in row.why
+    assert fidelity.imbalance_split(_split(T_comp=50), "2x2", False).reproduced == "no"
+
+
+def test_mapping_time_row_from_two_simulations():
+    """A blocked mapping 20 % faster in the simulation is 'yes'; equal times 'no'."""
+    from types import SimpleNamespace as NS
+
+    lin = NS(split=NS(T_real=1e6), iterations=10)
+    assert fidelity.mapping_time(lin, NS(split=NS(T_real=0.8e6), iterations=10)).reproduced == "yes"
+    assert fidelity.mapping_time(lin, NS(split=NS(T_real=1e6), iterations=10)).reproduced == "no"
