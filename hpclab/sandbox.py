@@ -255,7 +255,7 @@ def _memory_cgroup(limits: Limits) -> Path | None:
                 (group / fname).write_text(value)
         return group
     except OSError:
-        shutil.rmtree(group, ignore_errors=True) if not group.exists() else _rmdir(group)
+        _rmdir(group)
         return None
 
 
@@ -277,7 +277,20 @@ def _rmdir(path: Path) -> None:
         pass
 
 
-def _set_rlimits(limits: Limits, address_space: bool) -> None:
+def _tasks_of(uid: int) -> int:
+    """Processes and threads of a uid now (what RLIMIT_NPROC counts)."""
+    n = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(l.split(":\t", 1) for l in status.read_text().splitlines() if ":\t" in l)
+        except OSError:
+            continue
+        if int(fields.get("Uid", "-1\t").split()[0]) == uid:
+            n += int(fields.get("Threads", "1"))
+    return n
+
+
+def _set_rlimits(limits: Limits, address_space: bool, nproc: int) -> None:
     def cap(which, value):
         soft, hard = resource.getrlimit(which)
         hard = value if hard == resource.RLIM_INFINITY else min(hard, value)
@@ -287,7 +300,7 @@ def _set_rlimits(limits: Limits, address_space: bool) -> None:
     cap(resource.RLIMIT_FSIZE, limits.file_size_mb << 20)
     cap(resource.RLIMIT_NOFILE, limits.open_files)
     cap(resource.RLIMIT_CORE, 0)
-    cap(resource.RLIMIT_NPROC, limits.processes)
+    cap(resource.RLIMIT_NPROC, nproc)
     if address_space:
         # numpy, zmq and thread stacks reserve far more than they touch: twice the memory bound
         cap(resource.RLIMIT_AS, 2 * (limits.memory_mb << 20))
@@ -373,11 +386,14 @@ class Sandbox:
 
     def popen(self, command: list[str], **kw) -> subprocess.Popen:
         group, limits = self.group, self.limits
+        # RLIMIT_NPROC counts every task of the real uid: the dedicated user's are the sandbox's
+        # alone; an instructor's own uid (unprivileged mode) already runs others
+        nproc = limits.processes + (0 if self.ids else _tasks_of(os.getuid()))
 
         def before():
             os.umask(0o022)   # folders bwrap makes on the way to a bind must be traversable
             _join(group)
-            _set_rlimits(limits, address_space=group is None)
+            _set_rlimits(limits, address_space=group is None, nproc=nproc)
 
         return subprocess.Popen(self.argv(command), preexec_fn=before, **kw)
 
