@@ -380,3 +380,44 @@ def test_every_test_cell_reads_only_answers_the_solution_defines(lab):
     for cell in tests:
         names = answers.free_names(cell.source)
         assert names and set(names) <= assigned, (cell.metadata["nbgrader"]["grade_id"], names)
+
+
+@root_only
+def test_kernel_nbgrader_talks_to_is_inside_and_bounded_in_time(tmp_path):
+    """Started as nbgrader starts it, does the kernel answer over its Unix sockets, run code as
+    the dedicated user in its folder's copy, and get stopped at the wall-clock bound, leaving no
+    socket link behind?"""
+    from jupyter_client import BlockingKernelClient
+    from jupyter_client.connect import write_connection_file
+
+    work = tmp_path / "submission"
+    work.mkdir()
+    (work / "answer.txt").write_text("42")
+    conn, info = write_connection_file(str(tmp_path / "kernel.json"), transport="ipc",
+                                       ip=str(tmp_path / "kernel-ipc"))
+    env = dict(os.environ, **{sandbox.ENV: sandbox.Limits(wall_seconds=20).to_env()})
+    t0 = time.monotonic()
+    launcher = subprocess.Popen([sys.executable, "-m", "hpclab.grading", "kernel", conn], cwd=work,
+                                env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    out = []
+    try:
+        kc = BlockingKernelClient(connection_file=conn)
+        kc.load_connection_file()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=30)
+        reply = kc.execute_interactive("import os; print(os.getuid(), open('answer.txt').read(), "
+                                       "os.getcwd() == %r)" % str(work), timeout=30,
+                                       output_hook=out.append)
+        kc.stop_channels()
+    except Exception:
+        launcher.kill()
+        raise
+    assert reply["content"]["status"] == "ok"
+    uid, _ = sandbox.ensure_grader_user()
+    text = "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream")
+    assert text.split() == [str(uid), "42", "True"]
+    _, err = launcher.communicate(timeout=60)
+    assert launcher.returncode != 0 and "wall-clock bound (20 s)" in err
+    assert time.monotonic() - t0 < 50
+    assert not list(tmp_path.glob("kernel-ipc-*"))
+
