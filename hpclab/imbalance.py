@@ -224,14 +224,16 @@ class Analysed:
     result: dict = field(repr=False, default_factory=dict)
 
 
-def ideal_model(eager: int | None = None):
+def ideal_model(eager: int | None = None, inter_eager: int | None = None):
     """The ideal network (zero latency, infinite bandwidth) that keeps MPI's protocol: messages
-    above `eager` bytes still wait for their receive to be posted (rendezvous), as on any real
-    network. With eager=None every message is eager (hpclab.trace.model.IDEAL)."""
+    above `eager` bytes (`inter_eager` between nodes, if given) still wait for their receive to
+    be posted (rendezvous), as on any real network. With eager=None every message is eager
+    (hpclab.trace.model.IDEAL)."""
     from hpclab.trace.model import IDEAL, NetworkModel
     if eager is None:
         return IDEAL
-    return NetworkModel(f"ideal (eager limit {eager} B)", IDEAL.intra, IDEAL.inter, int(eager))
+    return NetworkModel(f"ideal (eager limit {eager} B)", IDEAL.intra, IDEAL.inter, int(eager),
+                        inter_eager_limit=inter_eager)
 
 
 def analyse(runs, eager: int | None = None, model=None) -> list[Analysed]:
@@ -342,14 +344,17 @@ def quoted_inter_rows(network: str = "40G InfiniBand (Mellanox)", component: str
 
 
 def pingpong_model(rows: list[dict], *, inter_rows: list[dict] | None = None,
-                   eager: int | None = None, max_bytes: int = FIT_MAX_BYTES, name: str = "fitted"):
+                   eager: int | None = None, inter_eager: int | None = None, max_bytes: int = FIT_MAX_BYTES,
+                   name: str = "fitted"):
     """A NetworkModel (hpclab.trace.model) whose intra-node link is fitted to pingpong rows
     ({'bytes', 't_usec'}) up to max_bytes, and whose inter-node link is fitted to inter_rows
-    (default: the same as intra). eager: eager limit in bytes (default: no rendezvous)."""
+    (default: the same as intra). eager: eager limit in bytes (default: no rendezvous);
+    inter_eager: the limit between nodes when the transport there differs (default: eager)."""
     from hpclab.trace.model import NO_LIMIT, model_from_pingpong
     use = [r for r in rows if r["bytes"] <= max_bytes]
-    return model_from_pingpong(use, inter_rows=inter_rows, eager_limit=NO_LIMIT if eager is None else eager,
-                               name=name)
+    model = model_from_pingpong(use, inter_rows=inter_rows, eager_limit=NO_LIMIT if eager is None else eager,
+                                name=name)
+    return model.with_inter_eager(inter_eager) if inter_eager is not None else model
 
 
 def model_table(model) -> pd.DataFrame:
@@ -357,9 +362,10 @@ def model_table(model) -> pd.DataFrame:
     from hpclab.trace.model import NO_LIMIT
     rows = []
     for which, link in (("intra-node", model.intra), ("inter-node", model.inter)):
+        limit = model.eager_limit if which == "intra-node" else model.inter_eager
         rows.append({"link": which, "latency_us": link.latency_ns / 1e3,
                      "bandwidth_MB_s": link.bandwidth_bpns * 1e3,
-                     "eager_limit_bytes": None if model.eager_limit >= NO_LIMIT else model.eager_limit})
+                     "eager_limit_bytes": None if limit >= NO_LIMIT else limit})
     return pd.DataFrame(rows).set_index("link")
 
 
@@ -438,7 +444,7 @@ def seed_scale(rates: dict, model, *, iterations: int, cases=SEED_CASES, n: int 
         nodes = linear_mapping(px, py, k) if how == "linear" else blocked_mapping(px, py, k)
         tr = poisson_trace(px, py, n=n, iterations=iterations, ns_per_point=per_case[label], nodes=nodes,
                            exchange=exch, exchanges_per_iteration=exchanges_per_iteration, model=model)
-        ideal = replay(tr, ideal_model(model.eager_limit))
+        ideal = replay(tr, ideal_model(model.eager_limit, model.inter_eager_limit))
         out[label] = Simulated(label, tr, ideal, split(tr, ideal), nodes, iterations)
     return out
 

@@ -28,6 +28,7 @@ fit your own from a pingpong run with `model_from_pingpong`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -61,13 +62,27 @@ class NetworkModel:
     inter: Link
     eager_limit: int = NO_LIMIT
     links: int = 0  # links per node and direction that inter-node messages share; 0: no contention
+    # Eager limit of messages between nodes when it differs from the one inside a node (another
+    # transport: Open MPI's TCP BTL, or Intel MPI's 256 KiB on InfiniBand); None: the same.
+    inter_eager_limit: int | None = None
+
+    @property
+    def inter_eager(self) -> int:
+        """The eager limit (bytes) of messages between nodes."""
+        return self.eager_limit if self.inter_eager_limit is None else self.inter_eager_limit
+
+    def with_inter_eager(self, limit: int | None) -> "NetworkModel":
+        """The same model whose messages between nodes have their own eager limit (bytes)."""
+        if limit is not None and not (isinstance(limit, int) and limit >= 0):
+            raise HpclabError(f"inter-node eager limit = {limit!r} must be an integer >= 0 (or None: as inside a node)")
+        return dataclasses.replace(self, inter_eager_limit=limit)
 
     def with_links(self, links: int) -> "NetworkModel":
         """The same model with `links` shared input/output links per node (0: no contention)."""
         if not (isinstance(links, int) and links >= 0):
             raise HpclabError(f"links = {links!r} must be an integer >= 0 (0: no contention)")
         name = self.name if links == 0 else f"{self.name}, {links} link{'s' if links > 1 else ''}/node"
-        return NetworkModel(name, self.intra, self.inter, self.eager_limit, links)
+        return dataclasses.replace(self, name=name, links=links)
 
     @property
     def is_ideal(self) -> bool:

@@ -108,7 +108,8 @@ class _Plan:
             same_node = src == dst
         nbytes = msgs["bytes"].to_numpy()
         xfer = model.p2p_ns(nbytes, same_node)
-        eager = nbytes <= model.eager_limit
+        # the eager limit of each message's transport: inside a node, or between nodes
+        eager = nbytes <= np.where(same_node, model.eager_limit, model.inter_eager)
         if "sync" in ev.columns:  # a synchronous send waits for its receive at any size
             eager &= ev["sync"].to_numpy()[msgs["send_idx"].to_numpy()] == 0
         ms = np.full(n, -1, dtype=np.int64)

@@ -113,3 +113,22 @@ def test_plenty_of_links_give_the_contention_free_times():
             assert got.events["t_enter"].tolist() == want.events["t_enter"].tolist(), name
             assert got.events["t_exit"].tolist() == want.events["t_exit"].tolist(), name
             assert got.meta["replay_problems"] == want.meta["replay_problems"]
+
+
+def test_messages_between_nodes_use_the_inter_node_eager_limit():
+    """With 100 B eager inside a node and 10 kB between nodes, is a 1000-byte send to another node
+    eager (the sender returns at once) while the same send inside the node waits for its receive?"""
+    model = RDV.with_inter_eager(10_000)
+    b = TraceBuilder(4, hosts={0: "a", 1: "a", 2: "b", 3: "b"})
+    b[0].send(1, 1000).recv(2, 1000)   # inside node a: rendezvous, waits for the late receive
+    b[2].send(0, 1000)                 # b -> a: eager between nodes, returns at once
+    b[1].compute(50_000).recv(0, 1000)
+    b[3].compute(0)
+    t = b.build()
+    r = replay(t, model)
+    sends = r.events[r.events["call"] == "MPI_Send"].set_index("rank")["t_exit"]
+    assert sends[0] >= 50_000, "the intra-node send above 100 B waited for its receive"
+    assert sends[2] == 0, "the inter-node send below 10 kB was eager"
+    assert replay(t, RDV).events.query("call == 'MPI_Send' and rank == 2")["t_exit"].iloc[0] > 0
+    assert model.inter_eager == 10_000 and RDV.inter_eager == RDV.eager_limit
+    assert model.with_links(1).inter_eager == 10_000, "with_links keeps the inter-node limit"
