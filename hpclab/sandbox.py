@@ -446,6 +446,26 @@ def _bridge_sockets(info: dict, inner: Path) -> dict:
     return dict(info, ip=f"{INNER_KERNEL_DIR}/k")
 
 
+def _seal_when_bound(proc: subprocess.Popen, kdir: Path, info: dict, deadline: float) -> None:
+    """Once the kernel has made its five sockets, hand their folder to root: the student's code
+    can then no longer swap a socket for a link to some other socket on the host, which
+    nbgrader (root, outside) would follow when it reconnects."""
+    import stat
+
+    paths = [kdir / f"k-{info[k]}" for k in ("shell_port", "iopub_port", "stdin_port",
+                                             "control_port", "hb_port")]
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if all(stat.S_ISSOCK(p.lstat().st_mode) for p in paths):
+                break
+        except FileNotFoundError:
+            pass
+        time.sleep(0.005)
+    if os.geteuid() == 0:
+        os.chown(kdir, 0, 0)
+        kdir.chmod(0o755)
+
+
 def run_kernel(connection_file: str) -> int:
     """The kernel launcher nbgrader starts (`python -m hpclab.grading kernel CONN`): ipykernel in
     a sandbox, its folder (nbgrader's autograded/<student>/<lab>/, the current folder) copied in.
@@ -469,8 +489,10 @@ def run_kernel(connection_file: str) -> int:
         (kdir / "connection.json").write_text(json.dumps(inner_info))
         box._own(kdir)
         proc = box.popen([sys.executable, *kernel, f"{INNER_KERNEL_DIR}/connection.json"])
+        deadline = time.monotonic() + limits.wall_seconds
         try:
-            return proc.wait(timeout=limits.wall_seconds)
+            _seal_when_bound(proc, kdir, inner_info, deadline)
+            return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             print(f"hpclab sandbox: the kernel ran past the wall-clock bound ({limits.wall_seconds} s)"
                   " and was stopped", file=sys.stderr)
