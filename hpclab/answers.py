@@ -150,9 +150,12 @@ def check_cells(cells: list[dict]) -> list[dict]:
 def check_main() -> int:
     """`python -I -m hpclab.grading check`: JSON cells on stdin, JSON results on stdout."""
     cells = json.loads(sys.stdin.read())
-    real_stdout = sys.stdout
+    # the results alone on stdout: whatever a test or a process it starts prints goes to stderr
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     results = check_cells(cells)
-    real_stdout.write(json.dumps(results))
+    out.write(json.dumps(results))
+    out.flush()
     return 0
 
 

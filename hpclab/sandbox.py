@@ -26,7 +26,6 @@ import dataclasses
 import json
 import os
 import pwd
-import grp
 import resource
 import shutil
 import signal
