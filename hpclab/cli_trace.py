@@ -114,17 +114,24 @@ def run_trace(args: argparse.Namespace) -> int:
     print(show.to_string(float_format=lambda v: f"{v:.1f}"))
 
     ideal = replay(trace, ideal_net)
-    s = split(trace, ideal)
-    print("\nsplit of the run time (T_real = T_comp + T_transfer + T_load + T_depend)")
-    print(s.table().to_string(float_format=lambda v: f"{v:.6g}"))
-    splits = {"measured": s, "ideal": split(ideal, ideal)}
     modelled = None
     if model is not ideal_net:
         try:
             modelled = replay(trace, model)
-            splits[model.name] = split(modelled, ideal)
         except HpclabError as err:
             print(f"\nreplay on {model.name}: {err.what}")
+    s = split(trace, ideal, modelled=modelled)
+    if modelled is not None:
+        print(f"\nsplit of the run time on CPU bursts, transfer from the model '{model.name}' "
+              "(T_real = T_comp + T_load + T_depend + T_transfer + T_rest; T_rest: time the ranks did not "
+              "run or that the model does not explain)")
+    else:
+        print("\nsplit of the run time (T_real = T_comp + T_load + T_depend + T_transfer; no model: "
+              "transfer holds everything the ideal replay does not, time switched out included)")
+    print(s.table().to_string(float_format=lambda v: f"{v:.6g}"))
+    splits = {"measured": s, "ideal": split(ideal, ideal)}
+    if modelled is not None:
+        splits[model.name] = split(modelled, ideal)
     ws = wait_states(trace)
     if len(ws):
         top = by_callsite(ws).head(8).copy()

@@ -72,6 +72,10 @@ def test_trace_command_prints_violations_profile_split_and_writes_plots(tmp_path
     # compute: rank 0 100 + 700 + 3000, rank 1 300 + 4550 + 1000
     assert value(out, "T_comp") == pytest.approx((3800 + 5850) / 2 * 1e-9)
     assert value(out, "T_load") == pytest.approx((5850 - 4825) * 1e-9)
+    # the five parts, transfer and rest from the (default) hockney model's replay
+    assert "T_rest: time the ranks did not run" in out
+    parts = sum(value(out, k) for k in ("T_comp", "T_load", "T_depend", "T_transfer", "T_rest"))
+    assert parts == pytest.approx(value(out, "T_real"))
     for fn in ("Application", "MPI_Send", "MPI_Recv"):
         assert re.search(rf"^{fn}\s", out, re.M), fn
     for png in ("trace-imbalance.png", "trace-matrix.png", "trace-timeline.png",
