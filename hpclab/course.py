@@ -190,7 +190,9 @@ def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None)
     report = CourseReport(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), quick=quick())
     t0 = time.monotonic()
     os.environ["HPCLAB_HEADLESS"] = "1"  # inherited by the kernels: interactive widgets render statically
-    # Notebooks record their fidelity rows here (a fresh folder: _keep_previous moved the old one).
+    # Notebooks record their fidelity rows here (a fresh folder: _keep_previous moved the old one);
+    # the variable is restored afterwards, so a later run in this process does not write here.
+    earlier_ledger = os.environ.get(fidelity.LEDGER_ENV)
     os.environ[fidelity.LEDGER_ENV] = str(out_dir / "fidelity")
     for nb in notebooks:
         print(f"[course] running {nb.relative_to(paths.repo())} ...", flush=True)
@@ -202,6 +204,10 @@ def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None)
         report.notebooks.append(result)
         print(f"[course]   {'ok' if result.ok else 'FAILED'} in {result.seconds:.1f} s", flush=True)
     report.seconds = time.monotonic() - t0
+    if earlier_ledger is None:
+        os.environ.pop(fidelity.LEDGER_ENV, None)
+    else:
+        os.environ[fidelity.LEDGER_ENV] = earlier_ledger
     (out_dir / "report.json").write_text(json.dumps(asdict(report), indent=1))
     rows = fidelity.collect(out_dir / "fidelity")
     fidelity.write_json(rows, out_dir / "fidelity.json")

@@ -154,3 +154,28 @@ def test_mapping_time_row_from_two_simulations():
     lin = NS(split=NS(T_real=1e6), iterations=10)
     assert fidelity.mapping_time(lin, NS(split=NS(T_real=0.8e6), iterations=10)).reproduced == "yes"
     assert fidelity.mapping_time(lin, NS(split=NS(T_real=1e6), iterations=10)).reproduced == "no"
+
+
+def test_course_run_writes_fidelity_json_and_the_table(tmp_path, monkeypatch):
+    """Does a course run collect what its notebooks recorded into fidelity.json and the report,
+    and leave the ledger variable as it found it?"""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from hpclab import course
+
+    monkeypatch.setenv("HPCLAB_HOME", str(tmp_path))
+    monkeypatch.setattr(course.paths, "REPO", tmp_path)
+    monkeypatch.delenv(fidelity.LEDGER_ENV, raising=False)
+    nb = new_notebook(cells=[new_code_cell(
+        "from hpclab import fidelity\n"
+        "fidelity.record(fidelity.make_row('numa', '1 NUMA node (hwloc)', 'not shown', 'one NUMA node', ['r9']))")])
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nb, tmp_path / "notebooks" / "00-x.ipynb")
+    report = course.run_course([tmp_path / "notebooks" / "00-x.ipynb"], tmp_path / "out")
+    assert report.notebooks[0].ok, report.notebooks[0].error
+    rows = {r["id"]: r for r in json.loads((tmp_path / "out" / "fidelity.json").read_text())}
+    assert rows["numa"]["runs"] == ["r9"] and rows["roofline"]["reproduced"] == "not shown"
+    assert "Fidelity" in (tmp_path / "out" / "index.html").read_text()
+    import os
+    assert fidelity.LEDGER_ENV not in os.environ
