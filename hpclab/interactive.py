@@ -640,3 +640,42 @@ def halo_figure(blocks: dict, title: str = "Each rank's block, ghost rows outlin
     fig.colorbar(im, ax=list(axes), shrink=0.8)
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+def overhead_answers(table, buffer: str = "mpi4py buffer", pickle: str = "mpi4py pickle") -> list[str]:
+    """The three questions notebook 90 asks of overhead(), answered from the measured table:
+    is the small-message cost constant per message, from which size pickling costs clearly more
+    than the buffer path, and from which size the buffer path costs at most 10 % more than C.
+    Only sizes where Python was slower than every C run count ('slower'); returns sentences."""
+    def resolved(name):
+        col = f"{name}_vs_C"
+        return table[table[col] == "slower"] if col in table else table
+
+    out = []
+    small = resolved(buffer)[lambda t: (t["bytes"] > 0) & (t["bytes"] <= 1024)]
+    if len(small) >= 2:
+        lo, hi = small.iloc[0], small.iloc[-1]
+        grows = hi[f"{buffer}_extra_us"] > 1.5 * max(lo[f"{buffer}_extra_us"], 1e-9)
+        out.append(f"Small messages: the buffer path adds {lo[f'{buffer}_extra_us']:.2f} us at {int(lo['bytes'])} B "
+                   f"and {hi[f'{buffer}_extra_us']:.2f} us at {int(hi['bytes'])} B: "
+                   + ("it grows with size." if grows else "about constant per message, like a latency."))
+    else:
+        out.append("Small messages: too few sizes where Python was clearly slower than C to tell.")
+    both = table[(table["bytes"] > 0) & (table.get(f"{pickle}_vs_C", "slower") == "slower")]
+    worse = both[both[f"{pickle}_extra_us"] > 1.5 * both[f"{buffer}_extra_us"].clip(lower=1e-9)]
+    if len(worse):
+        first, last = worse.iloc[0], both.iloc[-1]
+        out.append(f"Pickling costs clearly more than the buffer path (over 1.5x its extra time) from "
+                   f"{int(first['bytes'])} B on, and its extra grows from {first[f'{pickle}_extra_us']:.1f} us to "
+                   f"{last[f'{pickle}_extra_us']:.1f} us at {int(last['bytes'])} B: each side copies the object "
+                   "into and out of a byte string, work proportional to the message.")
+    else:
+        out.append("Pickling never cost clearly more than the buffer path at the measured sizes.")
+    cheap = table[(table["bytes"] > 0) & (table[f"{buffer}_x_C"] <= 1.10)]
+    if len(cheap):
+        out.append(f"The buffer path stays within 10 % of C from {int(cheap['bytes'].iloc[0])} B on: for messages "
+                   "that size and larger a Python inner loop costs little; below it, every message pays Python's "
+                   "per-call cost.")
+    else:
+        out.append("The buffer path was more than 10 % slower than C at every size measured: keep inner loops in C here.")
+    return out

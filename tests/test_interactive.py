@@ -211,3 +211,21 @@ def test_engines_job_ends_when_the_python_process_exits(cluster, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     job = res.stdout.split("JOB", 1)[1].split()[0]
     assert not interactive.job_in_queue(job)
+
+
+def test_overhead_answers_follow_from_the_table():
+    """Are notebook 90's three questions answered from the measured table (constant small-message
+    cost, where pickling costs more, from which size Python is within 10 % of C)?"""
+    import pandas as pd
+
+    t = pd.DataFrame({"bytes": [0, 1, 64, 1024, 65536, 1048576], "C_us": [1, 1, 1.1, 1.5, 20, 300],
+                      "mpi4py buffer_extra_us": [2, 2, 2.1, 2.2, 2.5, 3],
+                      "mpi4py buffer_x_C": [3, 3, 2.9, 2.5, 1.12, 1.01], "mpi4py buffer_vs_C": ["slower"] * 6,
+                      "mpi4py pickle_extra_us": [2, 2, 2.1, 6, 40, 900], "mpi4py pickle_x_C": [3, 3, 3, 5, 3, 4],
+                      "mpi4py pickle_vs_C": ["slower"] * 6})
+    small, pickling, cheap = interactive.overhead_answers(t)
+    assert "about constant per message" in small
+    assert "from 1024 B on" in pickling and "900.0 us at 1048576 B" in pickling
+    assert "from 1048576 B on" in cheap
+    t2 = t.assign(**{"mpi4py buffer_extra_us": [2, 2, 20, 200, 250, 300]})
+    assert "grows with size" in interactive.overhead_answers(t2)[0]
