@@ -422,3 +422,44 @@ def test_kernel_nbgrader_talks_to_is_inside_and_bounded_in_time(tmp_path):
     assert time.monotonic() - t0 < 50
     assert not list(tmp_path.glob("kernel-ipc-*"))
 
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/python3").exists(),
+                    reason="runs the system Python as nobody (setpriv)")
+def test_sandbox_class_as_a_plain_user():
+    """Run as an unprivileged user (nobody, the system Python with a readable copy of the
+    package: this machine's venv lives under a 0700 /root), does the Sandbox take the user
+    namespace mode: the user's own uid inside, no cgroup but an address-space bound, only the
+    package bound, no /etc/shadow?"""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="hpclab-test-"))
+    top.chmod(0o755)
+    shutil.copytree(Path(sandbox.__file__).parent, top / "hpclab",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for p in [top, *top.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    code = f"""
+import json, sys
+sys.path.insert(0, {str(top)!r})
+from hpclab import sandbox
+with sandbox.Sandbox(sandbox.Limits(memory_mb=256)) as box:
+    out = box.run(["/bin/sh", "-c", "id -u; ulimit -v; ls /; ls {top}; cat /etc/shadow 2>&1; true"])
+print(json.dumps({{"mode": sandbox.mode(), "group": str(box.group), "ids": box.ids,
+                  "rc": out.returncode, "out": out.stdout}}))
+"""
+    try:
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                               "env", "-i", "PATH=/usr/bin:/bin", "/usr/bin/python3", "-c", code],
+                              capture_output=True, text=True, timeout=60, cwd="/")
+    finally:
+        shutil.rmtree(top)
+    if "unprivileged user namespaces" in proc.stderr or proc.returncode != 0 and "mode" not in proc.stdout:
+        pytest.skip(f"no unprivileged sandbox here: {proc.stderr.strip()[-200:]}")
+    res = json.loads(proc.stdout)
+    assert res["mode"] == "userns" and res["group"] == "None" and res["ids"] is None
+    lines = res["out"].splitlines()
+    assert res["rc"] == 0 and lines[0] == "65534" and lines[1] == str(2 * 256 * 1024)
+    assert "root" not in lines and "work" not in lines and "hpclab" in lines
+    assert "No such file" in lines[-1]
