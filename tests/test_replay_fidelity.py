@@ -1,5 +1,10 @@
 """A real traced Poisson run, replayed under a network model fitted to this machine's own
-ping-pong, takes as long as it really took (within 10 %), and its split adds up (within 1 %)."""
+ping-pong, takes as long as it really took (within 10 %), and its split adds up (within 1 %).
+
+The replay keeps the measured wall-clock bursts here: the question is whether the network model
+explains the MPI time. (The course's split replays CPU bursts instead, to predict a run with a
+core per rank; on a machine shared with other work that differs from the measurement by the time
+the ranks were switched out, which the split reports as its rest.)"""
 
 from __future__ import annotations
 
@@ -26,7 +31,8 @@ def test_replay_under_fitted_model_reproduces_the_measured_time(cluster, tmp_pat
                                           experiment="fidelity"), progress=False)
     trace = load_run(run.path)
     measured = split(trace, replay(trace, imb.ideal_model(imb.eager_limit())))
-    replayed = split(replay(trace, model))
+    replayed = split(replay(trace, model, bursts="wall"))
     assert replayed.T_real == pytest.approx(measured.T_real, rel=0.10)
-    parts = measured.T_comp + measured.T_transfer + measured.T_load + measured.T_depend
-    assert parts == pytest.approx(measured.T_real, rel=0.01)
+    five = split(trace, model=model)
+    parts = five.T_comp + five.T_transfer + five.T_load + five.T_depend + five.T_rest
+    assert parts == pytest.approx(five.T_real, rel=0.01)
