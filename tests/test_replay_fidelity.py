@@ -14,7 +14,7 @@ from hpclab import experiment, spec
 from hpclab import imbalance as imb
 from hpclab.trace.load import load_run
 from hpclab.trace.replay import replay
-from hpclab.trace.split import split
+from hpclab.trace.split import rank_times, split
 
 pytestmark = pytest.mark.cluster
 
@@ -26,10 +26,13 @@ def test_replay_under_fitted_model_reproduces_the_measured_time(cluster, tmp_pat
     [pp] = experiment.run(spec.make_spec(kernel="pingpong", ntasks=2, args={"max_bytes": 1 << 16},
                                          binding={"cpu_bind": "cores"}, experiment="fidelity"), progress=False)
     model = imb.pingpong_model(pp.table()[["bytes", "t_usec"]].to_dict("records"), eager=imb.eager_limit())
-    [run] = experiment.run(spec.make_spec(kernel="poisson", ntasks=2, trace=True, binding={"cpu_bind": "cores"},
-                                          args={"n": 256, "grid": "1x2", "exchange": exchange, "iters": 50},
-                                          experiment="fidelity"), progress=False)
-    trace = load_run(run.path)
+    runs = experiment.run(spec.make_spec(kernel="poisson", ntasks=2, trace=True, binding={"cpu_bind": "cores"},
+                                         args={"n": 256, "grid": "1x2", "exchange": exchange, "iters": 50},
+                                         repetitions=3, experiment="fidelity"), progress=False)
+    # The least disturbed of three runs (the ranks' time switched out is smallest): a rank switched
+    # out inside an MPI call makes the measurement longer in a way no network model contains.
+    traces = [load_run(r.path) for r in runs]
+    trace = min(traces, key=lambda t: rank_times(t)["not_running_ns"].sum())
     measured = split(trace, replay(trace, imb.ideal_model(imb.eager_limit())))
     replayed = split(replay(trace, model, bursts="wall"))
     assert replayed.T_real == pytest.approx(measured.T_real, rel=0.10)
