@@ -202,7 +202,7 @@ def notice(key: str, text: str) -> None:
 def _finish(run: Run, info: slurm.JobInfo) -> None:
     """Record a job's end: sacct record into provenance (or a note that accounting was
     unavailable), state/exit code/reason into status."""
-    state, reason = info.state, info.reason
+    state, reason = info.state, ("" if info.state == "completed" else info.reason)  # no stale "BeginTime"
     if state == "completed" and not run.folder.result_json.is_file():
         state, reason = "failed", "the job ended with exit code 0 but the kernel wrote no result.json"
     extra: dict = {}
@@ -223,6 +223,18 @@ def _finish(run: Run, info: slurm.JobInfo) -> None:
         extra["nodes"] = info.nodes
     if state == "failed" and (info.slurm_state == "OUT_OF_MEMORY" or memory_killed(run)):
         reason = oom_reason(run, info)
+    elif state in ("failed", "cancelled") or info.slurm_state == "NODE_FAIL":
+        try:
+            trouble = slurm.node_trouble(info.nodes)
+        except HpclabError:
+            trouble = {}
+        if trouble:  # the job died with a node: say which, and what brings it back
+            extra["failed_nodes"] = sorted(trouble)
+            reason = ("node failure: " + ", ".join(f"{n} is {st}" for n, st in sorted(trouble.items()))
+                      + f"; the job ended {info.slurm_state}"
+                      + (f" ({reason})" if reason else "")
+                      + ". `hpclab cluster up` returns the node to service (elsewhere: tell the admins); "
+                        "then run again")
     run.folder.set_status(state, slurm_state=info.slurm_state, exit_code=info.exit_code,
                           reason=reason, elapsed=info.elapsed, **extra)
 
@@ -243,7 +255,7 @@ def memory_use(job_id: str) -> tuple[float | None, float | None]:
 # slurmstepd's words when a step goes over its job's memory: the accounting-based kill
 # (JobAcctGatherParams=OverMemoryKill) prints used and allowed bytes, the cgroup OOM killer a count.
 _OVER_MEMORY = re.compile(r"exceeded memory limit \((\d+) > (\d+)\)")
-_OOM_WORDS = ("Exceeded job memory limit", "oom-kill event", "out-of-memory")
+_OOM_WORDS = ("Exceeded job memory limit", "oom-kill event", "Out Of Memory")
 
 
 def memory_killed(run: Run) -> tuple[float, float] | bool:
@@ -265,13 +277,20 @@ def oom_reason(run: Run, info: slurm.JobInfo) -> str:
     killed = memory_killed(run)
     if isinstance(killed, tuple):  # slurmstepd's own numbers: the sample that crossed the limit
         used, asked = killed[0], asked or killed[1]
+    elif killed and used is None and asked is None:
+        asked = None  # filled from the spec below
     sp = run.spec
     if asked is None and getattr(sp, "mem", None):
         asked = float(sp.mem)
     elif asked is None and getattr(sp, "mem_per_cpu", None):
         asked = float(sp.mem_per_cpu) * sp.ntasks * sp.cpus_per_task
     a = f"{asked:.0f} MB" if asked is not None else "the site's default"
-    u = f"used about {used:.0f} MB" if used is not None else "Slurm recorded no usage sample"
+    if used is not None and (asked is None or used >= asked * 0.9):
+        u = f"used about {used:.0f} MB"
+    elif asked is not None:  # the memory cgroup stopped it at the limit, before a sample saw more
+        u = f"used about {asked:.0f} MB, all of it (the kernel's out-of-memory killer stopped it at the limit)"
+    else:
+        u = "Slurm recorded no usage sample"
     return (f"ran out of memory: asked {a}, {u}; Slurm killed the job at its limit. Ask for more "
             f"with mem: or mem_per_cpu: in the spec, or make the problem smaller")
 
@@ -282,7 +301,18 @@ def _requeued(run: Run, info: slurm.JobInfo, st: dict) -> None:
     full = slurm.scontrol_job(info.job_id)
     restarts = full.restarts if full and full.restarts is not None else None
     reason = (full.reason if full else "") or info.reason
-    if restarts is not None and restarts <= (st.get("restarts") or 0):
+    try:
+        trouble = slurm.node_trouble(st.get("nodes", ""))
+    except HpclabError:
+        trouble = {}
+    extra = {"failed_nodes": sorted(trouble)} if trouble else {}
+    if trouble:  # Slurm requeued the job because a node of it failed (JobRequeue)
+        restarts = restarts if restarts is not None else (st.get("restarts") or 0) + 1
+        text = ("Slurm requeued job " + info.job_id + " after a node failure: "
+                + ", ".join(f"{n} is {s}" for n, s in sorted(trouble.items()))
+                + f" (reason: {reason or 'none given'}, restarts: {restarts}); it waits until enough nodes are "
+                  "up: `hpclab cluster up` returns the node to service (elsewhere: tell the admins)")
+    elif restarts is not None and restarts <= (st.get("restarts") or 0):
         # Not a requeue Slurm counted: the controller lost the job's start (restarted from a
         # state saved before the job started) and killed the instance the node still ran.
         text = (f"Slurm put job {info.job_id} back in the queue and will start it again: the controller "
@@ -294,7 +324,7 @@ def _requeued(run: Run, info: slurm.JobInfo, st: dict) -> None:
     if reason == slurm.HELD_AFTER_FAILED_LAUNCH:
         text += ("; it stays held until released: `hpclab cluster up` resumes the node and releases it "
                  "(elsewhere: `scontrol release " + info.job_id + "` once the node is back)")
-    run.folder.set_status("pending", reason=text, restarts=restarts, requeued=True)
+    run.folder.set_status("pending", reason=text, restarts=restarts, requeued=True, **extra)
     notice(f"requeue-{info.job_id}-{restarts}", text + "; hpclab keeps waiting")
 
 
@@ -327,6 +357,9 @@ def _last_words(run: Run, info: slurm.JobInfo | None) -> str:
     text = info.describe()
     if info.state == "pending" and info.reason == slurm.HELD_AFTER_FAILED_LAUNCH:
         text += ": Slurm holds it after a failed launch; `hpclab cluster up` resumes the node and releases it"
+    elif run.folder.status().get("failed_nodes"):
+        text += (f", after Slurm requeued it when node(s) {', '.join(run.folder.status()['failed_nodes'])} failed; "
+                 "`hpclab cluster up` returns them to service")
     elif run.folder.status().get("requeued"):
         text += ", after Slurm requeued it"
     return text

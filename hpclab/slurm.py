@@ -198,6 +198,25 @@ def scontrol_job(job_id: str) -> JobInfo | None:
                    restarts=int(restarts) if restarts.isdigit() else None, source="scontrol")
 
 
+def node_trouble(nodelist: str) -> dict[str, str]:
+    """Nodes of `nodelist` (a Slurm host list such as 'node[1-2]') that are down, drained,
+    failing or not responding, with Slurm's state and reason, e.g. {'node2': 'down* (Not
+    responding)'}; {} when all are well or Slurm does not say."""
+    if not nodelist:
+        return {}
+    out = run_slurm(["sinfo", "--noheader", "--Node", f"--nodes={nodelist}", "--format=%N|%T|%E"],
+                    what="ask sinfo about the job's nodes", check=False)
+    bad = {}
+    for line in out.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3:
+            continue
+        name, state, why = parts
+        if state.endswith("*") or any(w in state for w in ("down", "drain", "fail", "unknown")):
+            bad[name] = state + (f" ({why})" if why and why != "none" else "")
+    return bad
+
+
 SACCT_FIELDS = ["JobIDRaw", "JobName", "State", "ExitCode", "Reason", "Elapsed", "Start", "End",
                 "NodeList", "NNodes", "NTasks", "AllocCPUS", "Partition", "Timelimit", "ReqMem", "MaxRSS"]
 

@@ -279,6 +279,16 @@ def _nodes_ready(lay: Layout, names: list[str]) -> bool:
     return True
 
 
+def _virtual_nodes_intact(nodes: list[Node]) -> bool:
+    """Are these virtual nodes' namespaces and cgroups still there (only daemons died), so that
+    `up` can start the missing slurmd in them?"""
+    if not nodes or not all(n.netns for n in nodes):
+        return False
+    from hpclab.cluster import vnodes
+
+    return all((vnodes.NETNS_DIR / n.netns).exists() and vnodes.cgroup_dir(n.netns).is_dir() for n in nodes)
+
+
 def _check_ports_free(lay: Layout) -> None:
     """Refuse to start beside another cluster (a second clone, a site Slurm) that holds our ports."""
     import socket as so
@@ -346,7 +356,10 @@ def _up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
             f"the cluster is running with other nodes ({', '.join(n.name for n in current)})",
             "stop it first with 'hpclab cluster down', then start it with the nodes you want",
         )
-    # Without an explicit node list the cluster is this machine as one node.
+    # Without an explicit node list the cluster is this machine as one node, unless virtual nodes
+    # run and one of their daemons died (a node failure): then the same nodes come back.
+    if nodes is None and _virtual_nodes_intact(current):
+        nodes = current
     nodes = nodes or [config.host_node()]
     if current and [n.name for n in current] != [n.name for n in nodes]:
         for d in daemons(lay, current):  # leftovers of another layout (e.g. after a crash)
