@@ -251,11 +251,37 @@ def _reference_transports(lab_dir: Path) -> dict:
     # the unlabelled run's transport as Open MPI reported it, named by the run that shares it
     same = [r for r in ("shm", "tcp") if out["label"][r] == out["label"]["unlabelled"]]
     out["unlabelled_transport"] = same[0] if len(same) == 1 else None
+    # interpretation: the transport the fitted models make faster for 1 MiB messages; the
+    # spread of each prediction is the fit's typical error (median |relative residual|)
+    import numpy as np
+
+    t, spread = {}, {}
+    for role in ("shm", "tcp"):
+        fit = fits.hockney_fit(*_cols(labdata.table(role, lab_dir)))
+        t[role] = float(fit.predict(LARGE_MESSAGE))
+        spread[role] = float(np.median(np.abs(fit.relative_residuals))) * t[role]
+    out["large_message_us"] = t
+    out["large_message_transport"] = accepted(t, spread, best=min)
     return out
 
 
 def _cols(table):
     return table["bytes"], table["t_usec"]
+
+
+# --- interpretation questions: the options a student's own numbers support ---------------------
+
+LARGE_MESSAGE = 1 << 20          # bytes: lab-transports' "large message" (1 MiB)
+
+
+def accepted(values: dict, spread: dict, best=max) -> list[str]:
+    """The options an interpretation question accepts: the best one by `values` (max or min),
+    and every other option whose value is within the two options' spreads of it (too close to
+    call on these runs). values, spread: option -> number (spread >= 0, same unit). Returns the
+    accepted options, the best first."""
+    top = best(values, key=values.get)
+    return [top] + [o for o in values if o != top
+                    and abs(values[o] - values[top]) <= spread.get(o, 0.0) + spread.get(top, 0.0)]
 
 
 def _reference_scaling(lab_dir: Path) -> dict:
@@ -271,11 +297,27 @@ def _reference_scaling(lab_dir: Path) -> dict:
     scaling = fits.scaling_table(pd.DataFrame(rows))
     two = labdata.table("np2", lab_dir)
     mpi = two[two["kind"] == "mpi"]
+    one = labdata.table("np1", lab_dir)
+    # interpretation: where did the second rank's seconds go? Rank-seconds the two-rank run spent
+    # beyond the one-rank run, in compute and in MPI; the noise of the run's timers is the
+    # difference between the red and the black half-sweep (the same work), summed over ranks
+    # and both runs
+    extra = {kind: float(two.loc[two["kind"] == kind, "seconds"].sum()
+                         - one.loc[one["kind"] == kind, "seconds"].sum()) for kind in ("compute", "mpi")}
+    noise = 0.0
+    for table in (one, two):
+        sweeps = table[table["phase"].isin(["red", "black"])].pivot_table(
+            index="rank", columns="phase", values="seconds", aggfunc="sum").reindex(
+            columns=["red", "black"], fill_value=0.0)
+        noise += float((sweeps["red"] - sweeps["black"]).abs().sum())
+    extra_named = {"compute": extra["compute"], "MPI": extra["mpi"]}
     return {"speedup": float(scaling["speedup"].iloc[-1]),
             "efficiency": float(scaling["efficiency"].iloc[-1]),
             "mpi_fraction": float(mpi["seconds"].sum()
                                   / two.groupby("rank")["rank_total"].first().sum()),
-            "dominant_mpi_phase": str(mpi.groupby("phase")["seconds"].sum().idxmax())}
+            "dominant_mpi_phase": str(mpi.groupby("phase")["seconds"].sum().idxmax()),
+            "extra_seconds": extra_named, "timer_noise": noise,
+            "look_first": accepted(extra_named, {"compute": noise / 2, "MPI": noise / 2})}
 
 
 def _reference_imbalance(lab_dir: Path) -> dict:
@@ -288,9 +330,15 @@ def _reference_imbalance(lab_dir: Path) -> dict:
               for name, fn in (("linear", mapping.linear_mapping),
                                ("blocked", mapping.blocked_mapping))}
     best = min(counts, key=counts.get)
+    # interpretation: the largest part after compute; the split cannot place the time the ranks
+    # were switched out while computing (T_off_cpu), so parts closer than that are both accepted
+    sizes = {"load imbalance": parts.T_load, "dependency": parts.T_depend, "transfer": parts.T_transfer}
+    noise = float(parts.T_off_cpu) if parts.T_off_cpu > 0 else 0.0   # NaN or none: 0
     return {"T_load": parts.T_load * 1e-9, "T_depend": parts.T_depend * 1e-9,
             "T_transfer": parts.T_transfer * 1e-9, "ideal_speedup": parts.T_real / parts.T_ideal,
-            "best_mapping": best, "best_internode": counts[best]}
+            "best_mapping": best, "best_internode": counts[best],
+            "off_cpu": noise * 1e-9,
+            "largest_part": accepted(sizes, {k: noise / 2 for k in sizes})}
 
 
 PLACEMENT_ROLES = {"pitfall": ("pitfall-1", "pitfall-2"), "fix": ("fix-1", "fix-2")}
@@ -313,6 +361,16 @@ def _reference_placement(lab_dir: Path) -> dict:
         out["launcher"][role] = spec.get("launcher") or "srun"
         # rank -> allowed CPUs, as the kernel reported them (JSON keys are strings)
         out["allowed"][role] = {str(p["rank"]): sorted(p["allowed"]) for p in run.result()["placement"]}
+    if {"distinct", "unbound"} <= set(packed):
+        # interpretation: did binding pay off? Each run's whole-job Triad rate (best repetition),
+        # and its own spread: from the rate of the average repetition to the best one
+        best, spread = {}, {}
+        for option, role in (("bound", "distinct"), ("unbound", "unbound")):
+            triad = labdata.runs([role], lab_dir)[0].result()["results"]["kernels"]["Triad"]
+            best[option] = float(triad["best_mb_s"])
+            spread[option] = best[option] * (1 - triad["min_time"] / triad["avg_time"])
+        out["triad_mb_s"] = best
+        out["faster_placement"] = accepted(best, spread)
     pitfall_roles = [r for case in PLACEMENT_ROLES.values() for r in case]
     if not set(pitfall_roles) <= set(packed):
         return out
@@ -465,15 +523,15 @@ DEMO_LAB = "lab-transports"
 DEMO_ROLES = {"shm": "self,vader", "tcp": "self,tcp", "unlabelled": "self,tcp"}
 EXPECTED_LOST = {
     "full": set(),                                   # the solution with real data: full marks
-    "unchanged": {"test-latency", "test-bandwidth", "test-nhalf", "test-unknown"},
+    "unchanged": {"test-latency", "test-bandwidth", "test-nhalf", "test-choice", "test-unknown"},
     "wrong": {"test-latency", "test-nhalf"},         # two wrong numbers, nothing else
     "loop": {"test-nhalf"},                          # infinite loop: interrupted at the timeout
     "exception": {"test-unknown"},                   # raises in one answer cell
     "huge": set(),                                   # prints 200 000 lines, answers right
     "tamper": {"test-latency", "test-unknown"},      # wrong latency, test edited to pass, one deleted
     "snoop": set(),                                  # tries to read hidden tests / write gradebook
-    "forged": {"test-latency", "test-bandwidth", "test-nhalf", "test-unknown"},  # edited data
-    "nodata": {"test-latency", "test-bandwidth", "test-nhalf", "test-unknown"},  # no runs packed
+    "forged": {"test-latency", "test-bandwidth", "test-nhalf", "test-choice", "test-unknown"},  # edited data
+    "nodata": {"test-latency", "test-bandwidth", "test-nhalf", "test-choice", "test-unknown"},  # no runs packed
     # the hostile wing: each tries one way out of the sandbox, then answers right (HOSTILE)
     "sbatch": set(),                                 # submits a Slurm job
     "signal": set(),                                 # signals a process outside (and pid 1)

@@ -95,6 +95,37 @@ def test_reference_is_the_package_fit_of_the_packed_runs(lab):
     assert ref["label"][ref["unlabelled_transport"]] == label
 
 
+def test_interpretation_accepts_every_option_too_close_to_call():
+    """Does an interpretation question accept the best option, plus exactly those within the two
+    options' spreads of it, whether the best is the largest or the smallest value?"""
+    assert grading.accepted({"a": 10.0, "b": 5.0}, {"a": 1.0, "b": 1.0}) == ["a"]
+    assert grading.accepted({"a": 10.0, "b": 8.0}, {"a": 1.0, "b": 1.0}) == ["a", "b"]
+    assert grading.accepted({"a": 10.0, "b": 8.0}, {"a": 1.0, "b": 0.9}) == ["a"]
+    assert grading.accepted({"a": 10.0, "b": 8.0}, {}, best=min) == ["b"]
+    three = {"load imbalance": 4.0, "dependency": 1.0, "transfer": 4.5}
+    assert grading.accepted(three, {k: 0.3 for k in three}) == ["transfer", "load imbalance"]
+
+
+@pytest.mark.cluster
+def test_large_message_choice_follows_the_fitted_models(lab):
+    """Is lab-transports' interpretation answer the transport whose Hockney fit predicts the
+    shorter time for 1 MiB, the other one accepted only when the predictions are within the
+    fits' typical errors?"""
+    import numpy as np
+
+    ref = grading.reference("lab-transports", lab)
+    t, err = {}, {}
+    for role in ("shm", "tcp"):
+        table = labdata.table(role, lab)
+        fit = fits.hockney_fit(table["bytes"], table["t_usec"])
+        t[role] = float(fit.predict(2**20))
+        err[role] = float(np.median(np.abs(fit.relative_residuals))) * t[role]
+        assert ref["large_message_us"][role] == pytest.approx(t[role], rel=1e-12)
+    assert ref["large_message_transport"][0] == min(t, key=t.get)
+    close = abs(t["shm"] - t["tcp"]) <= err["shm"] + err["tcp"]
+    assert len(ref["large_message_transport"]) == (2 if close else 1)
+
+
 def test_reference_without_data_is_a_clear_error(tmp_path):
     """Does a lab folder without packed runs give an HpclabError that says so?"""
     with pytest.raises(HpclabError, match="reference analysis of lab-transports failed"):
@@ -290,9 +321,9 @@ def test_placement_lab_full_solution_gets_full_marks(placement_runs, tmp_path):
     the unchanged release none, and the CSV say so?"""
     cells, rows = _grade_full_and_unchanged("lab-placement", placement_runs, tmp_path)
     assert all(score == mx > 0 for score, mx in cells["full"].values()), cells["full"]
-    assert sum(mx for _, mx in cells["full"].values()) == 7
+    assert sum(mx for _, mx in cells["full"].values()) == 8
     assert all(score == 0 for score, _ in cells["unchanged"].values())
-    assert {r["student_id"]: float(r["score"]) for r in rows} == {"full": 7.0, "unchanged": 0.0}
+    assert {r["student_id"]: float(r["score"]) for r in rows} == {"full": 8.0, "unchanged": 0.0}
 
 
 @pytest.mark.cluster
@@ -319,4 +350,4 @@ def test_unconfined_flag_grades_the_instructors_own_notebook(real_runs, tmp_path
                 z.write(p, p.relative_to(folder))
     grading.collect(course, lab, downloads)
     assert grading.main(["autograde", str(course), lab, "--unconfined", "--timeout", "60"]) == 0
-    assert "instructor       6 / 6" in capsys.readouterr().out
+    assert "instructor       7 / 7" in capsys.readouterr().out
