@@ -382,12 +382,14 @@ def nonblocking_dependency(dependency, runs=()) -> Row:
     here = (f"{naive['ranks'].iloc[0]} ranks, messages above the eager limit: messages cost {chain:.1f}x more with the "
             f"naive exchange than non-blocking on the fitted network (T_chain {naive['T_chain'].median():.3f} vs "
             f"{nonblocking['T_chain'].median():.3f} ms per iteration); T_depend on the ideal network {depend:.1f}x")
-    if chain >= 2 and depend >= 1:
+    # The chain is what its messages cost one after another; T_depend (ideal network, where a
+    # message is free) only carries the delays the chain passes on, noise on a shared machine.
+    if chain >= 2:
         verdict, why = "yes", ("the naive order serialises the exchange into a chain and the non-blocking exchange "
-                               "removes it; the chain shows in what messages cost one after another, since on "
-                               "the ideal network a message is free")
+                               "removes it; the chain shows in what messages cost one after another, not in "
+                               f"T_depend ({depend:.1f}x), since on the ideal network a message is free")
     elif chain > 1:
-        verdict, why = "partly", "the naive exchange costs more, but less than twice the non-blocking one here"
+        verdict, why = "partly", "the naive exchange's messages cost more, but less than twice the non-blocking one's"
     else:
         verdict, why = "no", "the naive exchange cost no more than the non-blocking one on this machine"
     return make_row("nonblocking-dependency", here, verdict, why, runs)
