@@ -328,6 +328,24 @@ def _requeued(run: Run, info: slurm.JobInfo, st: dict) -> None:
     notice(f"requeue-{info.job_id}-{restarts}", text + "; hpclab keeps waiting")
 
 
+def _lost(run: Run, st: dict) -> None:
+    """Slurm no longer knows a job it had started: squeue, scontrol and the accounting have no
+    record of it. The controller was restarted from a state saved before it recorded the job
+    (slurmctld saves at most every 5 s) and had the node kill the orphan; its job id may even be
+    given to the next job. Submit the run's job script again, keep what the lost attempt wrote
+    (stdout/stderr renamed, never overwritten) and say so."""
+    old = run.job_id
+    for f in (run.folder.stdout, run.folder.stderr):
+        if f.exists():
+            f.rename(f.with_name(f"{f.name}.lost-job-{old}"))
+    text = (f"Slurm lost job {old}: slurmctld restarted from a state saved before it recorded the job "
+            "(it saves its state at most every 5 s) and the node killed the orphan")
+    run.folder.set_status("pending", reason=text + "; hpclab submits the job script again",
+                          lost_jobs=[*st.get("lost_jobs", []), old], requeued=True)
+    submit(run)
+    notice(f"lost-{old}", f"{text}; submitted again as job {run.job_id}, hpclab keeps waiting")
+
+
 def refresh(runs: list[Run]) -> list[Run]:
     """Ask Slurm once about every run that has not ended and record what changed: a new state,
     nodes, a requeue (running -> pending, with Slurm's Restarts count) or the end."""
@@ -341,6 +359,8 @@ def refresh(runs: list[Run]) -> list[Run]:
             st = r.folder.status()
             if info.done:
                 _finish(r, info)
+            elif info.slurm_state == "UNKNOWN" and st["state"] == "running":
+                _lost(r, st)  # a running job is always visible: Slurm forgot it
             elif info.state == "pending" and st["state"] == "running":
                 _requeued(r, info, st)
             elif info.state != st["state"] or (info.nodes and info.nodes != st.get("nodes")) or (

@@ -271,3 +271,29 @@ def test_node_failure_on_virtual_nodes_names_the_node_and_up_returns_it(cluster,
     finally:
         vnodes.down()
         local.up()
+
+
+def test_a_job_slurm_forgot_is_submitted_again_and_its_output_kept(runs_root, tmp_path, monkeypatch):
+    """A running job that squeue, scontrol and sacct no longer know (a controller restarted from a
+    state saved before it recorded the job; seen in make test once): is it submitted again, the
+    lost attempt's output kept under another name, and does the run complete?
+
+    Slurm's answer for the forgotten job is simulated once (the real case needs a kill -9 inside
+    the controller's 5 s save window); the second submission and the rest are real."""
+    need("poisson")
+    _slow_template(tmp_path, monkeypatch, 3)
+    (run,) = experiment.run(make_spec(POISSON), wait=False, progress=False)
+    _wait_running(run)
+    first = run.job_id
+    real = slurm.job_states
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {
+        j: slurm.JobInfo(j, "pending", "UNKNOWN", reason="not yet visible") for j in ids})
+    experiment.refresh([run])
+    monkeypatch.setattr(slurm, "job_states", real)
+    assert run.job_id != first
+    st = run.folder.status()
+    assert st["lost_jobs"] == [first] and "Slurm lost job" in st["history"][-1]["reason"]
+    subprocess.run(["scancel", first], capture_output=True)  # the node would have killed the orphan
+    experiment.wait_for([run], timeout=300, progress=False)
+    assert run.folder.status()["state"] == "completed"
+    assert (run.folder.path / f"stdout.lost-job-{first}").exists() and run.folder.stdout.exists()
