@@ -151,8 +151,8 @@ def html_table(rows: list[Row]) -> str:
     body = "".join(
         f"<tr style='background:{colour[r.reproduced]}'><td><b>{html.escape(r.id)}</b><br>{html.escape(r.claim)}</td>"
         f"<td>{html.escape(r.seed)}</td><td>{html.escape(r.here)}</td><td>{r.reproduced}</td>"
-        f"<td>{html.escape(r.why)}</td><td>{html.escape(', '.join(r.runs[:6]))}"
-        f"{' ...' if len(r.runs) > 6 else ''}</td></tr>"
+        f"<td>{html.escape(r.why)}</td><td style='font-size:.8em'>{html.escape(', '.join(r.runs[:3]))}"
+        f"{f' (+{len(r.runs) - 3} more in fidelity.json)' if len(r.runs) > 3 else ''}</td></tr>"
         for r in rows)
     return ("<h2>Fidelity: the seeds' claims on this machine</h2>"
             "<table><tr><th>claim</th><th>seed (quoted)</th><th>here (measured)</th><th>reproduced</th>"
