@@ -161,6 +161,7 @@ def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
     # are not pending/running. Without accounting (slurmdbd or its database down), scontrol
     # still has the exit code of a job that ended less than MinJobAge seconds ago.
     rest = [j for j in ids if j not in infos or infos[j].done]
+    in_queue = set(infos)
     if rest:
         try:
             acct = sacct(rest)
@@ -169,6 +170,11 @@ def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
         for j in rest:
             if j in acct:
                 infos[j] = acct[j]
+                if not acct[j].done and j not in in_queue and scontrol_job(j) is None:
+                    # The accounting still has it pending or running, but the controller does
+                    # not know it: slurmctld restarted from a state saved before it recorded
+                    # the job, and will never tell the accounting that it ended.
+                    infos[j] = JobInfo(j, "pending", "UNKNOWN", reason="slurmctld does not know this job")
             elif j in infos:  # squeue says done but sacct does not know it (yet, or no accounting)
                 infos[j] = scontrol_job(j) or JobInfo(j, "running", infos[j].slurm_state,
                                                       reason="waiting for accounting")
