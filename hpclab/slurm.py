@@ -168,14 +168,16 @@ def job_states(job_ids: list[str]) -> dict[str, JobInfo]:
         except AccountingUnavailable:
             acct = {}
         for j in rest:
-            if j in acct:
-                infos[j] = acct[j]
-                if not acct[j].done and j not in in_queue and scontrol_job(j) is None:
+            rec = acct.get(j)
+            if rec is not None and (rec.done or j not in in_queue):
+                infos[j] = rec
+                if not rec.done and scontrol_job(j) is None:
                     # The accounting still has it pending or running, but the controller does
                     # not know it: slurmctld restarted from a state saved before it recorded
                     # the job, and will never tell the accounting that it ended.
                     infos[j] = JobInfo(j, "pending", "UNKNOWN", reason="slurmctld does not know this job")
-            elif j in infos:  # squeue says done but sacct does not know it (yet, or no accounting)
+            elif j in infos:  # squeue says done; sacct has no record yet, or one that lags behind
+                # (still PENDING or RUNNING there): never take such a record for a requeue
                 infos[j] = scontrol_job(j) or JobInfo(j, "running", infos[j].slurm_state,
                                                       reason="waiting for accounting")
             else:
