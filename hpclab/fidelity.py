@@ -339,7 +339,12 @@ def roofline(rates, stream_results, caches, runs=()) -> Row:
     return from_verdict("roofline", verdict, runs)
 
 
-SEED_STRIP_VS_TILE = 11.452 / 4.464806  # ITAC 2014's compute of 1x384 over 24x16 (seedfacts)
+def _seed_strip_vs_tile() -> float:
+    """ITAC 2014's compute of the 1x384 grid over the 24x16 one, from hpclab.seedfacts."""
+    from hpclab import seedfacts
+
+    compute = seedfacts.imbalance_2014()["compute"]
+    return float(compute["1D 1x384"] / compute["2D 24x16"])
 
 
 def grid_2d_vs_1d(subdomains, runs=(), strip: str = "1D 1x384", tile: str = "2D 24x16") -> Row:
@@ -351,14 +356,15 @@ def grid_2d_vs_1d(subdomains, runs=(), strip: str = "1D 1x384", tile: str = "2D 
         return make_row("grid-2d-vs-1d", "-", "not shown", f"the subdomains {strip} and {tile} were not both measured", runs)
     lo, med, hi = g.min(), g.median(), g.max()
     ratio = med[strip] / med[tile]
+    seed_ratio = _seed_strip_vs_tile()
     here = (f"one rank, {strip}'s strip {med[strip]:.2f} ns per point (min {lo[strip]:.2f}, max {hi[strip]:.2f}) vs "
             f"{tile}'s tile {med[tile]:.2f} ({lo[tile]:.2f}-{hi[tile]:.2f}): {ratio:.2f}x "
-            f"(seed {SEED_STRIP_VS_TILE:.2f}x)")
+            f"(seed {seed_ratio:.2f}x)")
     runs = list(runs) or list(subdomains.loc[subdomains["case"].isin([strip, tile]), "run"])
     if ratio > 1.1 and lo[strip] > hi[tile]:
         verdict = "yes"
         why = ("the strip's short rows compute slower on this machine too, beyond the spread of the runs"
-               + ("; the seed's factor was larger (other compiler and vector width)" if ratio < SEED_STRIP_VS_TILE / 1.25 else ""))
+               + ("; the seed's factor was larger (other compiler and vector width)" if ratio < seed_ratio / 1.25 else ""))
     elif ratio > 1.1:
         verdict, why = "partly", "the strip computes slower at the median, but its runs overlap the tile's"
     else:
