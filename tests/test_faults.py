@@ -168,6 +168,56 @@ def test_memory_is_scheduled(cluster):
     assert int(fields["DefMemPerCPU"]) > 0
 
 
+@pytest.mark.skipif(not config.memory_cgroup(), reason="task/cgroup runs only on a cgroup v1 memory hierarchy")
+def test_a_stale_cgroup_of_an_earlier_job_with_the_same_id_does_not_drain_the_node(cluster):
+    """Job ids start at 1 in every cluster state, and Slurm 22.05 leaves a cancelled job's memory
+    cgroup behind. A later job with the same id once met the old limits there, failed to launch
+    ("Slurmd could not execve job") and drained the node (a CI run stopped on it). Does the
+    Prolog tidy the stale cgroup, the job run, the node stay up, and a cancelled job leave
+    nothing behind?"""
+    env = {**os.environ, **cluster}
+    node = next(iter(local.node_states()))
+
+    def sbatch(*words):
+        return subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", *words], check=True,
+                              env=env, capture_output=True, text=True).stdout.strip().split(";")[0]
+
+    def ended(job):
+        for _ in range(150):
+            if not subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True,
+                                  text=True).stdout.strip():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"job {job} did not end in 30 s")
+
+    memory = config.MEMORY_CGROUP / f"slurm_{node}" / "uid_0"
+    last = sbatch("-w", node, "-n", "1", "--wrap", "true")
+    ended(last)
+    stale = memory / f"job_{int(last) + 1}" / "step_batch"   # what an earlier cluster left
+    stale.mkdir(parents=True, exist_ok=True)
+    (stale / "memory.limit_in_bytes").write_text(str(64 << 20))
+    if (stale / "memory.memsw.limit_in_bytes").exists():
+        (stale / "memory.memsw.limit_in_bytes").write_text(str(64 << 20))
+    job = sbatch("-w", node, "-n", "1", "--wrap", "srun -n 1 true")
+    ended(job)
+    if job != str(int(last) + 1):
+        pytest.skip(f"another job took id {int(last) + 1}; the stale cgroup was not met")
+    assert "drain" not in local.node_states()[node], "the stale cgroup drained the node"
+    state = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "State"], env=env,
+                           capture_output=True, text=True).stdout.strip()
+    assert state in ("COMPLETED", ""), state
+    assert not (memory / f"job_{job}").exists()
+    cancelled = sbatch("-w", node, "-n", "1", "--wrap", "srun -n 1 sleep 60")
+    time.sleep(2)
+    subprocess.run(["scancel", cancelled], env=env, check=True)
+    ended(cancelled)
+    for _ in range(50):   # the Epilog runs a moment after the job left the queue
+        if not (memory / f"job_{cancelled}").exists():
+            break
+        time.sleep(0.2)
+    assert not (memory / f"job_{cancelled}").exists(), "the cancelled job left its cgroup"
+
+
 def test_up_resumes_a_drained_node(cluster):
     """A node drained as after a failed launch ('Duplicate jobid'): does `up` return it?"""
     name = next(iter(local.node_states()))
