@@ -393,6 +393,46 @@ def cancel(runs: list[Run], reason: str = "cancelled by hpclab") -> None:
         r.folder.set_status("cancelled", reason=reason)
 
 
+class _DrainWatch:
+    """Stops the wait when no node can ever start the pending jobs: every node of their partition
+    drained (Slurm drains a node after a failed launch, and only a person resumes it). Asks
+    Slurm every CHECK seconds and gives up once it has seen that for GRACE seconds, so a node
+    an admin or `hpclab cluster up` is resuming right now is not mistaken for a lost one."""
+
+    CHECK, GRACE = 10.0, 30.0
+
+    def __init__(self):
+        self.next_check = time.monotonic() + self.CHECK
+        self.since: float | None = None
+
+    def cancel_if_no_node_can_start(self, runs: list[Run]) -> bool:
+        now = time.monotonic()
+        if now < self.next_check:
+            return False
+        self.next_check = now + self.CHECK
+        pending = [r for r in runs if r.state == "pending" and r.job_id]
+        try:
+            drained = slurm.drained_partition(pending[0].job_id) if pending else {}
+        except HpclabError:
+            drained = {}
+        if not drained:
+            self.since = None
+            return False
+        self.since = self.since or now
+        if now - self.since < self.GRACE:
+            return False
+        nodes = ", ".join(f"{n} is {s}" for n, s in sorted(drained.items()))
+        live = [r for r in runs if r.state not in slurm.TERMINAL]
+        slurm.scancel([r.job_id for r in live if r.job_id])
+        for r in live:
+            r.folder.set_status(
+                "cancelled", reason=f"no node can start the job: every node of its partition is drained ({nodes}); "
+                "Slurm drains a node after a failed launch and keeps it so until someone resumes it: "
+                "`hpclab cluster up` does on the embedded cluster (the node's slurmd log says what failed), "
+                "elsewhere ask the admins; hpclab cancelled the job")
+        return True
+
+
 def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = True,
              poll: float = 0.5) -> list[Run]:
     """Wait until every run's job has ended, updating status.json and a progress bar.
@@ -403,6 +443,7 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
     not given up (see refresh). Ctrl-C cancels the remaining jobs. Raises HpclabError naming every run that
     did not complete (state, exit code, reason, last stderr lines, folder)."""
     start = time.monotonic()
+    stuck = _DrainWatch()
     bar = JobProgress(len(runs), desc=runs[0].spec.experiment if runs else "jobs", enabled=progress)
     try:
         while True:
@@ -410,6 +451,8 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
             statuses = [r.folder.status() for r in runs]
             bar.update([st["state"] for st in statuses], [st.get("nodes", "") for st in statuses])
             if all(r.state in slurm.TERMINAL for r in runs):
+                break
+            if stuck.cancel_if_no_node_can_start(runs):
                 break
             if timeout is not None and time.monotonic() - start > timeout:
                 # Not a Slurm timeout: say what the job was doing when hpclab gave up on it.
@@ -508,6 +551,9 @@ def raise_for_failures(runs: list[Run]) -> None:
     if all(st.get("stopped_waiting") for st in sts):
         hint = ("hpclab gave up waiting, Slurm did not fail the job: give it more time (timeout=...), or "
                 "look at `squeue`/`hpclab cluster status` if it was pending for a reason that will not pass")
+    elif all(str(st.get("reason", "")).startswith("no node can start") for st in sts):
+        hint = ("resume the drained node (`hpclab cluster up` on the embedded cluster), then run again: "
+                "runs that completed are kept")
     elif all(str(st.get("reason", "")).startswith("ran out of memory") for st in sts):
         hint = "ask for more memory (spec field mem or mem_per_cpu) or make the problem smaller"
     else:

@@ -225,6 +225,27 @@ def node_trouble(nodelist: str) -> dict[str, str]:
     return bad
 
 
+def drained_partition(job_id: str) -> dict[str, str]:
+    """If every node of the pending job's partition is drained (or draining), those nodes with
+    Slurm's reason, e.g. {'vm': 'drained (batch job complete failure)'}; else {}. A drained node
+    stays so until someone resumes it, so such a job would wait for ever."""
+    part = run_slurm(["squeue", "--noheader", f"--jobs={job_id}", "--format=%P"],
+                     what="ask squeue for the job's partition", check=False).strip()
+    if not part:
+        return {}
+    out = run_slurm(["sinfo", "--noheader", "--Node", f"--partition={part}", "--format=%N|%T|%E"],
+                    what="ask sinfo about the partition's nodes", check=False)
+    nodes = {}
+    for line in out.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3:
+            name, state, why = parts
+            nodes[name] = state + (f" ({why})" if why and why != "none" else "")
+    if nodes and all("drain" in state for state in nodes.values()):
+        return nodes
+    return {}
+
+
 SACCT_FIELDS = ["JobIDRaw", "JobName", "State", "ExitCode", "Reason", "Elapsed", "Start", "End",
                 "NodeList", "NNodes", "NTasks", "AllocCPUS", "Partition", "Timelimit", "ReqMem", "MaxRSS"]
 

@@ -347,3 +347,29 @@ def test_a_job_slurm_forgot_is_submitted_again_and_its_output_kept(runs_root, tm
     experiment.wait_for([run], timeout=300, progress=False)
     assert run.folder.status()["state"] == "completed"
     assert (run.folder.path / f"stdout.lost-job-{first}").exists() and run.folder.stdout.exists()
+
+
+def test_a_job_no_drained_node_can_start_is_named_not_waited_for(runs_root, monkeypatch):
+    """Every node of the partition drained (as after a failed launch): does the wait stop within
+    a minute, naming the node, its reason and how to resume it, instead of waiting until the
+    timeout (a CI run waited an hour on one), and does `up` then return the node?"""
+    need("stream")
+    monkeypatch.setattr(experiment._DrainWatch, "CHECK", 1.0)
+    monkeypatch.setattr(experiment._DrainWatch, "GRACE", 3.0)
+    node = next(iter(local.node_states()))
+    env = {**os.environ, **slurm.slurm_env()}
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=test drain"],
+                   check=True, env=env, capture_output=True)
+    try:
+        spec = make_spec(kernel="stream", ntasks=1, args={"size": 100_000, "reps": 2})
+        t0 = time.monotonic()
+        with pytest.raises(HpclabError) as exc:
+            experiment.run(spec, progress=False, timeout=300)
+        waited = time.monotonic() - t0
+    finally:
+        local.up()
+    text = str(exc.value)
+    assert "no node can start the job" in text and node in text and "test drain" in text, text
+    assert "hpclab cluster up" in exc.value.hint
+    assert waited < 60, f"waited {waited:.0f} s"
+    assert "drain" not in local.node_states()[node]
