@@ -97,7 +97,7 @@ def test_interactive_notebook_runs_with_plots_and_progress(cluster, lab_server, 
     assert not errors, "error output in the notebook:\n" + "\n---\n".join(errors)[:3000]
     # figures: the three halo steps, latency/bandwidth, overhead
     imgs = page.locator(f"{panel} .jp-OutputArea-output img")
-    assert imgs.count() >= 5
+    assert imgs.count() >= 5, "fewer than 5 figures; the cells showed:\n" + ui.cell_summary(page)
     # the progress display of experiment.run (tqdm's widget) rendered, counted every job and
     # named the nodes they ran on
     bar = page.locator(f"{panel} .jp-OutputArea-output .widget-hprogress")

@@ -105,9 +105,11 @@ def _wait_all_executed(page, timeout_ms: int) -> None:
             const busy = prompts.some(p => p.textContent.includes('*'));
             const st = panel.querySelector('.jp-Notebook-ExecutionIndicator');
             const idle = st && st.dataset.status === 'idle';
-            // Run All stops at a cell that raised: idle, nothing queued, an error shown.
-            const failed = panel.querySelector('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
-            return idle && !busy && (done || !!failed);
+            // Run All stops at a cell that raised: idle, nothing queued, an error shown. (A
+            // stderr output that is only a warning is not one: the run goes on after it.)
+            const failed = [...panel.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+                .some(e => /Traceback|Error/.test(e.textContent));
+            return idle && !busy && (done || failed);
         }""", timeout=timeout_ms, polling=500)
 
 
@@ -117,6 +119,20 @@ def error_outputs(page) -> list[str]:
         '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]',
         "els => els.map(e => e.textContent)")
     return [t for t in texts if "Traceback" in t or "Error" in t]
+
+
+def cell_summary(page) -> str:
+    """Each code cell's prompt and the start of its outputs, for a message that explains what
+    the notebook showed when a check failed."""
+    rows = page.eval_on_selector_all(
+        ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell",
+        """els => els.map(c => {
+            const p = c.querySelector('.jp-InputArea-prompt');
+            const outs = [...c.querySelectorAll('.jp-OutputArea-output')].map(
+                o => (o.dataset.mimeType || '?') + ': ' + o.textContent.slice(0, 120));
+            return (p ? p.textContent : '?') + ' ' + outs.join(' | ');
+        })""")
+    return "\n".join(rows)
 
 
 def count(page, selector: str) -> int:
