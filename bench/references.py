@@ -31,8 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.kernels import env as run_env, fmt, keep_earlier, run_kernel, stats  # noqa: E402
-from hpclab import paths  # noqa: E402
-from hpclab.errors import HpclabError  # noqa: E402
+from hpclab.core import paths  # noqa: E402
+from hpclab.core.errors import HpclabError  # noqa: E402
 
 STREAM_SIZE = 20_000_000   # doubles per array: 160 MB, far above any last-level cache here
 STREAM_REPS = 10           # STREAM 5.10's NTIMES default

@@ -10,7 +10,7 @@ import statistics
 import sys
 import time
 
-from hpclab.paths import build_dir
+from hpclab.core.paths import build_dir
 from hpclab.trace.mapping import blocked_mapping
 from hpclab.trace.model import HOCKNEY, IDEAL
 from hpclab.trace.poisson import SEED_SCALE, poisson_trace

@@ -31,8 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hpclab import paths  # noqa: E402
-from hpclab.errors import HpclabError  # noqa: E402
+from hpclab.core import paths  # noqa: E402
+from hpclab.core.errors import HpclabError  # noqa: E402
 
 LIB = paths.lib_dir() / "libmpitrace.so"
 BENCH = paths.bin_dir() / "mpitrace_bench"
@@ -128,9 +128,9 @@ def poisson_instructions(ranks: int, args: list[str], tmp: Path) -> dict:
     """Instructions of one untraced and one traced single-rank Poisson run whose grid has the
     points per rank of the timed `ranks`-rank run (n scaled by 1/sqrt(ranks)), fewer iterations
     (callgrind is ~50x slower; the ratio does not depend on the iteration count). Uses the
-    solver copy built for valgrind (hpclab.hotspots.profiling_binary: valgrind 3.19 cannot
+    solver copy built for valgrind (hpclab.analysis.hotspots.profiling_binary: valgrind 3.19 cannot
     decode AVX-512)."""
-    from hpclab import hotspots
+    from hpclab.analysis import hotspots
     from hpclab.trace.load import load_dir
 
     opts = dict(zip(args[::2], args[1::2]))

@@ -1,4 +1,4 @@
-# nbgrader configuration for the hpclab labs; `hpclab.grading.init_course` copies it into a course
+# nbgrader configuration for the hpclab labs; `hpclab.grading.pipeline.init_course` copies it into a course
 # folder (nbgrader reads nbgrader_config.py from the folder it runs in).
 c = get_config()  # noqa: F821 (provided by nbgrader)
 
@@ -18,7 +18,7 @@ c.ExecutePreprocessor.kernel_name = "hpclab-grader"
 # in a bubblewrap sandbox as the user hpclab-grader, graded test cells not run in the kernel but
 # checked by the grader in a process of its own on the answers the kernel reports.
 c.Autograde.autograde_preprocessors = [
-    "hpclab.answers.SandboxExecute",             # in place of nbgrader's Execute
+    "hpclab.grading.answers.SandboxExecute",             # in place of nbgrader's Execute
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",

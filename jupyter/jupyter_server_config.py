@@ -1,6 +1,6 @@
-# JupyterLab settings for the hpclab course, passed with `--config` by hpclab.jupyter (make lab).
+# JupyterLab settings for the hpclab course, passed with `--config` by hpclab.grading.jupyter (make lab).
 # Only settings every course machine needs live here; the port, the token and the root folder
-# are given on the command line by hpclab.jupyter.serve_lab, so this file never holds a secret.
+# are given on the command line by hpclab.grading.jupyter.serve_lab, so this file never holds a secret.
 import os
 
 c = get_config()  # noqa: F821 (provided by Jupyter)

@@ -16,9 +16,9 @@ say() { printf '[setup] %s\n' "$*"; }
 
 # 0. Where the checkout is ---------------------------------------------------------------------
 # A checkout under a 0700 home (Debian's /root) is out of reach of every daemon and user that is not
-# root; say up front what that means and where their files go instead (hpclab/paths.py decides).
+# root; say up front what that means and where their files go instead (hpclab/core/paths.py decides).
 if command -v python3 >/dev/null; then
-  PYTHONPATH=. python3 -c 'from hpclab.paths import checkout_access_report as r; print("\n".join(r()))' |
+  PYTHONPATH=. python3 -c 'from hpclab.core.paths import checkout_access_report as r; print("\n".join(r()))' |
     while IFS= read -r line; do say "$line"; done
 fi
 if ! getent hosts "$(hostname)" >/dev/null 2>&1; then

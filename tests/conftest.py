@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""A minimal sbatch-and-wait used by the cluster tests (the course itself uses hpclab.slurm)."""
+"""A minimal sbatch-and-wait used by the cluster tests (the course itself uses hpclab.site.slurm)."""
 
 from __future__ import annotations
 

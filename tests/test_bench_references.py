@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from bench.references import latency_and_bandwidth, parse_imb_pingpong, parse_stream_reference
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 DATA = Path(__file__).parent / "data" / "references"
 

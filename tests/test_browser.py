@@ -1,6 +1,6 @@
 """JupyterLab in a real browser: the course served, a notebook run by a student, the formgrader.
 
-A JupyterLab server (hpclab.jupyter.LabServer: free port, known token, own runtime folder and a
+A JupyterLab server (hpclab.grading.jupyter.LabServer: free port, known token, own runtime folder and a
 fresh nbgrader course folder made from labs/) is driven with Playwright in Debian's headless
 Chromium. Screenshots go to build/screenshots/ (lab-home, notebook-90-*, formgrader) for a
 person to look at. The notebook test submits Slurm jobs (interactive engines, the C pingpong)
@@ -19,8 +19,10 @@ import urllib.request
 
 import pytest
 
-from hpclab import interactive, jupyter, paths
-from hpclab.errors import HpclabError
+from hpclab.tools import interactive
+from hpclab.grading import jupyter
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
 from tests.browser import lab as ui
 
 NOTEBOOK = "notebooks/90-interactive-mpi.ipynb"

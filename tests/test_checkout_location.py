@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hpclab import paths
+from hpclab.core import paths
 
 pytestmark = pytest.mark.cluster
 
@@ -52,7 +52,7 @@ def test_daemon_state_dir_is_per_checkout_and_outside_it(tmp_path):
 
 def test_setup_says_where_the_checkout_is_and_who_can_reach_it():
     """Does `make setup`'s first step name the checkout and the folder munged will use?"""
-    out = subprocess.run([sys.executable, "-c", "from hpclab.paths import checkout_access_report as r; "
+    out = subprocess.run([sys.executable, "-c", "from hpclab.core.paths import checkout_access_report as r; "
                           "print('\\n'.join(r()))"], capture_output=True, text=True, check=True).stdout
     assert f"checkout: {paths.repo()}" in out
     assert str(paths.daemon_state_dir()) in out
@@ -83,7 +83,7 @@ def test_cluster_runs_a_job_from_a_checkout_under_a_0700_home(cluster, open_tmp)
     for key in ("HPCLAB_STATE", "HPCLAB_RUNS", "SLURM_CONF"):
         env.pop(key, None)
     env["SLURM_CONF"] = str(clone / "build" / "cluster" / "etc" / "slurm.conf")
-    hpclab = [sys.executable, "-m", "hpclab.cli"]
+    hpclab = [sys.executable, "-m", "hpclab.cli.main"]
     daemon_dir = paths.daemon_state_dir(clone / "build" / "cluster")
 
     cl.down()  # one cluster at a time: the copy uses the same ports

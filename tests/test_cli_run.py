@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hpclab import paths
+from hpclab.core import paths
 
 pytestmark = pytest.mark.cluster
 
@@ -32,7 +32,7 @@ time: 2
 
 def hpclab(*args: str, env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
     script = Path(sys.executable).with_name("hpclab")
-    cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "hpclab.cli"]
+    cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "hpclab.cli.main"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 

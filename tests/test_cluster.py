@@ -127,7 +127,7 @@ def test_status_names_daemons_nodes_partitions_and_logs(cluster):
     from hpclab import cluster as cl
     from hpclab.cluster import config
 
-    text = subprocess.run([sys.executable, "-m", "hpclab.cli", "cluster", "status"], capture_output=True,
+    text = subprocess.run([sys.executable, "-m", "hpclab.cli.main", "cluster", "status"], capture_output=True,
                           text=True, check=True).stdout
     st = cl.status()
     for d in st.daemons:
@@ -140,7 +140,7 @@ def test_status_names_daemons_nodes_partitions_and_logs(cluster):
 def test_cluster_env_points_a_new_shell_at_the_cluster(cluster):
     """In a shell that knows nothing of the cluster, does `eval "$(hpclab cluster env)"` make sinfo answer?"""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-    script = f'eval "$({sys.executable} -m hpclab.cli cluster env)" && sinfo -h -o "%P %a"'
+    script = f'eval "$({sys.executable} -m hpclab.cli.main cluster env)" && sinfo -h -o "%P %a"'
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=clean, timeout=30)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[1] == "up"

@@ -7,7 +7,7 @@ import json
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
-from hpclab import course
+from hpclab.course import runner as course
 
 
 def _notebook(path, *sources):

@@ -9,9 +9,12 @@ import time
 
 import pytest
 
-from hpclab import experiment, paths, runs, slurm
-from hpclab.errors import HpclabError
-from hpclab.spec import make_spec, sweep
+from hpclab.jobs import experiment
+from hpclab.core import paths
+from hpclab.runs import folder as runs
+from hpclab.site import slurm
+from hpclab.core.errors import HpclabError
+from hpclab.spec.model import make_spec, sweep
 
 pytestmark = pytest.mark.cluster
 

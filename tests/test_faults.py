@@ -12,10 +12,12 @@ import time
 
 import pytest
 
-from hpclab import experiment, paths, slurm
+from hpclab.jobs import experiment
+from hpclab.core import paths
+from hpclab.site import slurm
 from hpclab.cluster import config, local
-from hpclab.errors import HpclabError
-from hpclab.spec import make_spec
+from hpclab.core.errors import HpclabError
+from hpclab.spec.model import make_spec
 
 pytestmark = pytest.mark.cluster
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hpclab import fidelity
-from hpclab.errors import HpclabError
-from hpclab.parse import parse_run
+from hpclab.course import fidelity
+from hpclab.core.errors import HpclabError
+from hpclab.runs.parse import parse_run
 
 RUNS = Path(__file__).parent / "data" / "runs"
 
@@ -77,7 +77,7 @@ def test_collect_lists_every_claim_and_marks_unrecorded_ones(tmp_path, monkeypat
 
 def test_hotspots_row_from_a_captured_callgrind_profile():
     """Does the captured callgrind profile of the solver give 'yes', naming the leading loop?"""
-    from hpclab import hotspots
+    from hpclab.analysis import hotspots
 
     data = Path(__file__).parent / "data" / "hotspots"
     functions = hotspots.merge_self_inclusive(
@@ -165,13 +165,13 @@ def test_course_run_writes_fidelity_json_and_the_table(tmp_path, monkeypatch):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from hpclab import course
+    from hpclab.course import runner as course
 
     monkeypatch.setenv("HPCLAB_HOME", str(tmp_path))
     monkeypatch.setattr(course.paths, "REPO", tmp_path)
     monkeypatch.delenv(fidelity.LEDGER_ENV, raising=False)
     nb = new_notebook(cells=[new_code_cell(
-        "from hpclab import fidelity\n"
+        "from hpclab.course import fidelity\n"
         "fidelity.record(fidelity.make_row('numa', '1 NUMA node (hwloc)', 'not shown', 'one NUMA node', ['r9']))")])
     (tmp_path / "notebooks").mkdir()
     nbformat.write(nb, tmp_path / "notebooks" / "00-x.ipynb")

@@ -1,12 +1,12 @@
-"""Tests for hpclab.fits: the Hockney fit t = L + m / BW."""
+"""Tests for hpclab.analysis.fits: the Hockney fit t = L + m / BW."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpclab.errors import HpclabError
-from hpclab.fits import hockney_fit
+from hpclab.core.errors import HpclabError
+from hpclab.analysis.fits import hockney_fit
 
 SIZES = np.array([2**k for k in range(0, 23)], dtype=float)
 
@@ -116,7 +116,7 @@ def test_scaling_of_a_perfect_code_is_ideal():
     """Does time T/p give speedup p, efficiency 1 and a zero serial fraction?"""
     import pandas as pd
 
-    from hpclab.fits import scaling_table
+    from hpclab.analysis.fits import scaling_table
 
     table = pd.DataFrame({"ranks": [1, 2, 4, 8], "seconds": [8.0, 4.0, 2.0, 1.0]})
     sc = scaling_table(table)
@@ -130,7 +130,7 @@ def test_scaling_recovers_amdahl_serial_fraction():
     """For Amdahl's law with serial fraction f, is the Karp-Flatt metric exactly f?"""
     import pandas as pd
 
-    from hpclab.fits import scaling_table
+    from hpclab.analysis.fits import scaling_table
 
     f = 0.1
     p = np.array([1, 2, 4, 8, 16])
@@ -143,7 +143,7 @@ def test_scaling_keeps_the_fastest_repeat_and_baseline_is_smallest():
     """With repeats and a baseline of 2 ranks, is the best time used and speedup relative to 2?"""
     import pandas as pd
 
-    from hpclab.fits import scaling_table
+    from hpclab.analysis.fits import scaling_table
 
     table = pd.DataFrame({"ranks": [4, 2, 2, 4], "seconds": [3.0, 6.0, 5.0, 2.5]})
     sc = scaling_table(table)
@@ -156,7 +156,7 @@ def test_scaling_refuses_missing_columns():
     """Does a table without the time column fail with the columns it has?"""
     import pandas as pd
 
-    from hpclab.fits import scaling_table
+    from hpclab.analysis.fits import scaling_table
 
     with pytest.raises(HpclabError, match="needs columns"):
         scaling_table(pd.DataFrame({"ranks": [1]}))

@@ -2,7 +2,7 @@
 commands, and a simulated class graded for real with nbgrader (release, zip collect, autograde
 in the sandboxed kernel, feedback, export).
 
-The run data are real: pingpong jobs submitted to the local cluster through hpclab.experiment
+The run data are real: pingpong jobs submitted to the local cluster through hpclab.jobs.experiment
 (once per session, into a temporary runs folder).
 """
 
@@ -13,8 +13,9 @@ import json
 
 import pytest
 
-from hpclab import fits, grading, labdata
-from hpclab.errors import HpclabError
+from hpclab.analysis import fits
+from hpclab.grading import pipeline as grading, labdata
+from hpclab.core.errors import HpclabError
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ def test_packing_never_overwrites(lab, real_runs):
 
 @pytest.mark.cluster
 def test_reference_is_the_package_fit_of_the_packed_runs(lab):
-    """Are the expected answers exactly hpclab.fits' Hockney fit of the packed runs, and the
+    """Are the expected answers exactly hpclab.analysis.fits' Hockney fit of the packed runs, and the
     unlabelled transport the one Open MPI reported?"""
     ref = grading.reference("lab-transports", lab)
     for role in ("shm", "tcp"):
@@ -220,7 +221,7 @@ def poisson_runs(cluster, tmp_path_factory):
     """{np1, np2: run folder}: real Poisson runs on one and two ranks (as the lab's Measure cell)."""
     import subprocess
 
-    from hpclab import experiment
+    from hpclab.jobs import experiment
 
     nodes = len(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True,
                                text=True).stdout.split())
@@ -261,7 +262,7 @@ def _grade_full_and_unchanged(lab, runs, tmp_path):
 @pytest.fixture(scope="module")
 def traced_run(cluster, tmp_path_factory):
     """{traced: run folder}: a real traced two-rank Poisson run (as lab-imbalance's Measure cell)."""
-    from hpclab import experiment
+    from hpclab.jobs import experiment
 
     spec = {"experiment": "lab-imbalance", "kernel": "poisson", "ntasks": 2, "label": "traced",
             "trace": True, "args": {"n": 301, "grid": "1x2", "iters": 100}}
@@ -285,7 +286,8 @@ def test_lab_full_solution_gets_full_marks(lab, runs, request, tmp_path):
 def placement_runs(cluster, tmp_path_factory):
     """{role: run folder}: the real STREAM runs lab-placement packs (as its cells make them):
     the srun and mpirun placements of its solution, and the pitfall and fix-1 cases twice each."""
-    from hpclab import experiment, placement
+    from hpclab.jobs import experiment
+    from hpclab.analysis import placement
 
     root = tmp_path_factory.mktemp("runs")
     stream = {"experiment": "lab-placement", "kernel": "stream", "ntasks": 2,

@@ -1,5 +1,5 @@
-"""The grading sandbox (hpclab.sandbox) and the check of answers outside the kernel
-(hpclab.answers), measured on this machine: who the sandboxed process is as seen from outside,
+"""The grading sandbox (hpclab.grading.sandbox) and the check of answers outside the kernel
+(hpclab.grading.answers), measured on this machine: who the sandboxed process is as seen from outside,
 what it can reach, its limits, the unprivileged mode, the refusal without a sandbox, and the
 check that a patched kernel cannot sway. No Slurm job is involved."""
 
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from hpclab import answers, grading, sandbox
-from hpclab.errors import HpclabError
+from hpclab.grading import answers, pipeline as grading, sandbox
+from hpclab.core.errors import HpclabError
+from hpclab.core import paths
 
 root_only = pytest.mark.skipif(os.geteuid() != 0 or sandbox.mode() != "root",
                                reason="the dedicated user's sandbox is made by root")
@@ -75,7 +76,7 @@ def test_sandbox_reaches_nothing_outside(tmp_path):
     (tmp_path / "mine" / "data.txt").write_text("mine")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "secret.txt").write_text("theirs")
-    from hpclab import paths
+    from hpclab.core import paths
     script = f"""
 import os, signal, socket, json
 res = {{}}
@@ -280,7 +281,7 @@ def test_old_course_config_is_refused(tmp_path):
     """Does a course whose nbgrader_config.py predates the sandbox get a clear error?"""
     course = grading.init_course(tmp_path / "course", ["lab-transports"])
     (course / "nbgrader_config.py").write_text("c = get_config()\n")
-    with pytest.raises(HpclabError, match="does not run cells through hpclab.answers.SandboxExecute"):
+    with pytest.raises(HpclabError, match="does not run cells through hpclab.grading.answers.SandboxExecute"):
         grading.autograde(course, "lab-transports")
 
 
@@ -397,7 +398,7 @@ def test_kernel_nbgrader_talks_to_is_inside_and_bounded_in_time(tmp_path):
                                        ip=str(tmp_path / "kernel-ipc"))
     env = dict(os.environ, **{sandbox.ENV: sandbox.Limits(wall_seconds=20).to_env()})
     t0 = time.monotonic()
-    launcher = subprocess.Popen([sys.executable, "-m", "hpclab.grading", "kernel", conn], cwd=work,
+    launcher = subprocess.Popen([sys.executable, "-m", "hpclab.grading.pipeline", "kernel", conn], cwd=work,
                                 env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
     out = []
     try:
@@ -436,14 +437,14 @@ def test_sandbox_class_as_a_plain_user():
 
     top = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="hpclab-test-"))
     top.chmod(0o755)
-    shutil.copytree(Path(sandbox.__file__).parent, top / "hpclab",
+    shutil.copytree(paths.package_dir(), top / "hpclab",
                     ignore=shutil.ignore_patterns("__pycache__"))
     for p in [top, *top.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     code = f"""
 import json, sys
 sys.path.insert(0, {str(top)!r})
-from hpclab import sandbox
+from hpclab.grading import sandbox
 with sandbox.Sandbox(sandbox.Limits(memory_mb=256)) as box:
     out = box.run(["/bin/sh", "-c", "id -u; ulimit -v; ls /; ls {top}; cat /etc/shadow 2>&1; true"])
 print(json.dumps({{"mode": sandbox.mode(), "group": str(box.group), "ids": box.ids,

@@ -1,4 +1,4 @@
-"""Tests for hpclab.hotspots (profilers on the Poisson solver, memory roofline) and poisson --fuse.
+"""Tests for hpclab.analysis.hotspots (profilers on the Poisson solver, memory roofline) and poisson --fuse.
 
 Parsers are checked on outputs captured from real runs on the course VM (tests/data/hotspots/);
 live tests run callgrind and perf on a tiny grid without Slurm, and one cluster test runs a
@@ -17,8 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hpclab import hotspots, paths
-from hpclab.errors import HpclabError
+from hpclab.analysis import hotspots
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
 
 DATA = Path(__file__).parent / "data" / "hotspots"
 POISSON = paths.bin_dir() / "poisson"
@@ -409,7 +410,7 @@ def test_a_real_memory_resident_run_stays_below_its_roof(tmp_path):
 def test_alone_on_the_node_reserves_every_core_for_one_thread():
     """Do the roof's spec fields make a valid one-rank, one-thread spec that reserves all the
     node's cores (so no job of the same experiment shares its memory bus)?"""
-    from hpclab import spec
+    from hpclab.spec import model as spec
 
     fields = hotspots.alone_on_the_node(2)
     s = spec.make_spec(kernel="stream", ntasks=1, args={"size": 1000}, **fields, experiment="t", label="t")

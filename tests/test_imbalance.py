@@ -1,4 +1,4 @@
-"""Tests for hpclab.imbalance, the helpers of notebook 05: configurations, the split table and its
+"""Tests for hpclab.analysis.imbalance, the helpers of notebook 05: configurations, the split table and its
 summary, iteration windows, the pingpong-fitted model, the seed-scale simulation, node ports and
 mappings of a measured trace. Exact answers where the inputs are built by hand; one cluster test
 runs a real traced Poisson job end to end."""
@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hpclab import imbalance as imb
-from hpclab.errors import HpclabError
+from hpclab.analysis import imbalance as imb
+from hpclab.core.errors import HpclabError
 from hpclab.trace.builder import TraceBuilder
 from hpclab.trace.mapping import blocked_mapping, internode_messages, linear_mapping
 from hpclab.trace.model import IDEAL, hockney
@@ -256,7 +256,8 @@ def test_measured_rates_need_runs():
 @pytest.mark.cluster
 def test_traced_poisson_run_end_to_end(cluster, tmp_path, monkeypatch):
     """Does a real traced Poisson job give a split whose parts add up, rates, and an iteration window?"""
-    from hpclab import experiment, paths
+    from hpclab.jobs import experiment
+    from hpclab.core import paths
     if not (paths.bin_dir() / "poisson").is_file() or not (paths.lib_dir() / "libmpitrace.so").is_file():
         pytest.skip("build/bin/poisson or build/lib/libmpitrace.so not built (make -C src)")
     monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path / "runs"))
@@ -435,7 +436,7 @@ def test_subdomain_specs_run_each_distinct_shape_once_on_one_rank():
     strip = next(s for s in specs if s.args.shape == "3600x9")
     assert strip.args.iters == round(imb.UPDATES_PER_RUN / (3600 * 9))
     assert strip.args.to_argv()[:2] == ["--shape", "3600x9"]
-    from hpclab import spec
+    from hpclab.spec import model as spec
     with pytest.raises(HpclabError, match="not both"):
         spec.make_spec(kernel="poisson", ntasks=1, args={"n": 8, "shape": "8x4"})
     with pytest.raises(HpclabError, match="shape"):
@@ -491,7 +492,8 @@ def test_subdomain_figure_has_one_bar_per_distinct_shape():
 def test_measure_subdomains_on_real_slurm(cluster, tmp_path, monkeypatch):
     """Do single-rank Slurm jobs of each (tiny) subdomain shape give a tidy table with positive
     rates per phase and the run ids of real, completed run folders?"""
-    from hpclab import experiment, paths
+    from hpclab.jobs import experiment
+    from hpclab.core import paths
     if not (paths.bin_dir() / "poisson").is_file():
         pytest.skip("build/bin/poisson not built (make -C src)")
     monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path / "runs"))

@@ -17,9 +17,10 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from hpclab import interactive, site as site_mod
-from hpclab.errors import HpclabError
-from hpclab.interactive import MPIEngines
+from hpclab.tools import interactive
+from hpclab.site import profile as site_mod
+from hpclab.core.errors import HpclabError
+from hpclab.tools.interactive import MPIEngines
 
 
 # --- no cluster needed ---------------------------------------------------------------------------
@@ -68,7 +69,7 @@ def test_mpi4py_pingpong_reports_half_round_trips(mpi_env, tmp_path):
     script = tmp_path / "pp.py"
     script.write_text(textwrap.dedent("""
         import json
-        from hpclab.interactive import pingpong_mpi4py
+        from hpclab.tools.interactive import pingpong_mpi4py
         sizes = [0, 1, 1024, 65536]
         out = {api: pingpong_mpi4py(sizes, reps=20, api=api, trials=2) for api in ("buffer", "pickle")}
         from mpi4py import MPI
@@ -203,7 +204,7 @@ def test_deadlock_times_out_and_engines_recover(cluster):
 def test_engines_job_ends_when_the_python_process_exits(cluster, tmp_path):
     """When the kernel exits without stopping the engines (a restart), does their job still end?"""
     script = tmp_path / "leave.py"
-    script.write_text("from hpclab.interactive import MPIEngines\n"
+    script.write_text("from hpclab.tools.interactive import MPIEngines\n"
                       "e = MPIEngines(ranks=1, queue_timeout=600).start()\n"
                       "print('JOB', e.job_id, flush=True)\n")
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900,

@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from hpclab import paths
+from hpclab.core import paths
 
 KERNELS = ("pingpong", "stream", "poisson")
 COMMON_KEYS = ("kernel", "version", "ranks", "threads", "build_flags", "compiler", "mpi_library")

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from hpclab import paths, transports
+from hpclab.core import paths
+from hpclab.analysis import transports
 from hpclab.cluster import links, local, vnodes
-from hpclab.fits import hockney_fit
+from hpclab.analysis.fits import hockney_fit
 
 PINGPONG = paths.bin_dir() / "pingpong"
 LINK = "1g"

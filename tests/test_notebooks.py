@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpclab import course
+from hpclab.course import runner as course
 
 BOOKS = course.course_notebooks()
 

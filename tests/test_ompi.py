@@ -1,4 +1,4 @@
-"""Tests for hpclab.ompi: reading `ompi_info --parsable` into component and transport tables.
+"""Tests for hpclab.site.ompi: reading `ompi_info --parsable` into component and transport tables.
 
 tests/data/ompi_info_*.txt were captured on the course machine by tests/data/capture.sh.
 """
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclab.errors import HpclabError
-from hpclab.ompi import (
+from hpclab.core.errors import HpclabError
+from hpclab.site.ompi import (
     component_table,
     configure_options,
     parse_ompi_info,

@@ -1,4 +1,4 @@
-"""Tests for hpclab.parse: every parser on real outputs, truncated outputs and garbage.
+"""Tests for hpclab.runs.parse: every parser on real outputs, truncated outputs and garbage.
 
 tests/data/runs/<name>/ are run folders captured on the course machine by tests/data/capture.sh
 (result.json, stdout, stderr, provenance/lstopo-<host>.xml); tests/data/*_bindings*.txt and
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpclab.errors import HpclabError
-from hpclab.parse import (
+from hpclab.core.errors import HpclabError
+from hpclab.runs.parse import (
     load_result,
     parse_bindings,
     parse_pingpong_text,

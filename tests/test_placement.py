@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from hpclab import placement
+from hpclab.analysis import placement
 
 
 def test_every_case_is_a_valid_stream_spec():
@@ -31,7 +31,7 @@ def test_summary_and_lost_fraction():
 @pytest.mark.cluster
 def test_ranks_sharing_a_core_lose_bandwidth(cluster):
     """Does the hybrid pitfall (both ranks' threads bound to one core) lose whole-job bandwidth against disjoint cores?"""
-    from hpclab import experiment
+    from hpclab.jobs import experiment
 
     cases = [c for c in placement.PITFALL_CASES if c.label.startswith(("pitfall", "fix 1"))]
     cases.append(placement.YIELD_CASES[0])
@@ -50,7 +50,7 @@ def test_ranks_sharing_a_core_lose_bandwidth(cluster):
 
 def test_numa_cases_need_two_numa_nodes():
     """Are local/remote memory cases produced for a two-NUMA node and none for a single-NUMA one?"""
-    from hpclab import topology
+    from hpclab.site import topology
 
     two = topology.synthetic("pack:2 numa:1 core:2 pu:1")
     one = topology.synthetic("pack:1 numa:1 core:2 pu:1")

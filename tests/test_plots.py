@@ -1,4 +1,4 @@
-"""Tests for hpclab.plots: every figure is drawn from real run folders and saved as a PNG.
+"""Tests for hpclab.plots.figures: every figure is drawn from real run folders and saved as a PNG.
 
 The run folders in tests/data/runs were captured on the course machine (tests/data/capture.sh).
 Figures are checked for what holds on any machine: they render, have labelled axes, carry the
@@ -11,10 +11,10 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from hpclab import plots
-from hpclab.errors import HpclabError
-from hpclab.parse import parse_run, run_topology
-from hpclab.topology import read_xml
+from hpclab.plots import figures as plots
+from hpclab.core.errors import HpclabError
+from hpclab.runs.parse import parse_run, run_topology
+from hpclab.site.topology import read_xml
 
 matplotlib.use("Agg")  # the figures never need a display; this proves it
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from hpclab.errors import HpclabError
-from hpclab.quiz import ask, check
+from hpclab.core.errors import HpclabError
+from hpclab.course.quiz import ask, check
 
 
 def test_feedback_says_right_or_wrong_and_why():

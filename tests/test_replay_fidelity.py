@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from hpclab import experiment, spec
-from hpclab import imbalance as imb
+from hpclab.jobs import experiment
+from hpclab.spec import model as spec
+from hpclab.analysis import imbalance as imb
 from hpclab.trace.load import load_run
 from hpclab.trace.replay import replay
 from hpclab.trace.split import rank_times, split

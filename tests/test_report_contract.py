@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from hpclab import paths
+from hpclab.core import paths
 
 pytestmark = pytest.mark.skipif(not shutil.which("mpicc") or not shutil.which("mpirun"),
                                 reason="Open MPI (mpicc, mpirun) is not installed")

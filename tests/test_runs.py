@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from hpclab import paths, runs
-from hpclab.errors import HpclabError
-from hpclab.runs import RunFolder
-from hpclab.spec import make_spec
+from hpclab.core import paths
+from hpclab.runs import folder as runs
+from hpclab.core.errors import HpclabError
+from hpclab.runs.folder import RunFolder
+from hpclab.spec.model import make_spec
 
 SPEC = make_spec(kernel="stream", ntasks=1, args={"size": 1000, "reps": 3}).to_dict()
 
@@ -83,7 +84,7 @@ def test_index_is_rebuilt_from_folders(tmp_path):
 WRITER = """
 import sys
 from pathlib import Path
-from hpclab.runs import RunFolder
+from hpclab.runs.folder import RunFolder
 root = Path(sys.argv[1])
 spec = {"kernel": "stream", "experiment": "kill", "label": "x" * 2000}
 i = 0
@@ -135,7 +136,7 @@ def _stream_result(folder: RunFolder) -> None:
 def test_load_builds_one_table_with_spec_columns(tmp_path):
     """Does load() return rows from every completed run with run and spec columns, skipping
     failed runs and filtering on spec fields?"""
-    pytest.importorskip("hpclab.parse")
+    pytest.importorskip("hpclab.runs.parse")
     made = []
     for threads in (1, 2):
         spec = make_spec(kernel="stream", args={"size": 1000, "reps": 3}, omp={"num_threads": threads})
@@ -166,7 +167,7 @@ def test_load_of_nothing_is_a_clear_error(tmp_path):
 
 def test_cli_lists_and_shows_runs(tmp_path, monkeypatch, capsys):
     """Do `hpclab runs` and `hpclab show` print the runs of the runs folder?"""
-    from hpclab.cli import main
+    from hpclab.cli.main import main
 
     monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path))
     f = RunFolder.create("exp", SPEC, root=tmp_path)
@@ -181,7 +182,7 @@ def test_cli_lists_and_shows_runs(tmp_path, monkeypatch, capsys):
 
 def test_cli_run_with_bad_spec_prints_one_error(tmp_path, monkeypatch, capsys):
     """Does `hpclab run` with a misspelt field print one hpclab error and exit 2, no traceback?"""
-    from hpclab.cli import main
+    from hpclab.cli.main import main
 
     monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path))
     p = tmp_path / "bad.yaml"

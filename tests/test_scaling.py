@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from hpclab import scaling
-from hpclab.errors import HpclabError
+from hpclab.analysis import scaling
+from hpclab.core.errors import HpclabError
 
 
 def test_configs_fit_the_cores_and_include_both_1d_grids():

@@ -1,6 +1,6 @@
 """Quoted seed figures are internally consistent and line up with our own tables."""
 
-from hpclab import seedfacts
+from hpclab.core import seedfacts
 
 
 def test_quoted_pingpong_bandwidth_matches_its_own_times():

@@ -7,8 +7,9 @@ import json
 import jsonschema
 import pytest
 
-from hpclab import paths, site
-from hpclab.errors import HpclabError
+from hpclab.core import paths
+from hpclab.site import profile as site
+from hpclab.core.errors import HpclabError
 
 
 def test_schema_is_a_valid_json_schema():

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from hpclab import slurm
-from hpclab.errors import HpclabError
+from hpclab.site import slurm
+from hpclab.core.errors import HpclabError
 
 
 @pytest.mark.parametrize("text, code", [("0:0", 0), ("3:0", 3), ("0:9", 137), ("0:15", 143), ("", None), ("x", None)])
@@ -32,7 +32,7 @@ def test_node_lists_without_nodes_are_empty(text, nodes):
 
 def test_progress_summary_counts_states_and_names_nodes():
     """Does the progress line say how many jobs are in each state and where they run?"""
-    from hpclab.progress import JobProgress
+    from hpclab.jobs.progress import JobProgress
 
     bar = JobProgress(3, enabled=False)
     bar.update(["running", "pending", "running"], ["vn0", "", "vn[0-1]"])

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpclab import spec_checks
-from hpclab.errors import HpclabError
-from hpclab.site import Partition, Site
-from hpclab.spec import (KERNELS, MPIRUN_BIND_TO, MPIRUN_OBJECTS, OMP_PLACES, OMP_PROC_BIND,
+from hpclab.spec import checks as spec_checks
+from hpclab.core.errors import HpclabError
+from hpclab.site.profile import Partition, Site
+from hpclab.spec.model import (KERNELS, MPIRUN_BIND_TO, MPIRUN_OBJECTS, OMP_PLACES, OMP_PROC_BIND,
                          SRUN_CPU_BIND, SRUN_HINT, Binding, Numactl, Omp, Spec, load_specs,
                          make_spec, parse_sweep_option, sweep, time_seconds)
 
@@ -390,7 +390,7 @@ def test_missing_binary_and_trace_library():
 
 def test_cpu_bind_map_list_may_hold_several_cpus():
     """Is srun's comma-separated map_cpu list (map_cpu:0,0) accepted, and a stray number after a plain keyword refused?"""
-    from hpclab.spec import check_cpu_bind
+    from hpclab.spec.model import check_cpu_bind
 
     assert check_cpu_bind("verbose,map_cpu:0,1") == "verbose,map_cpu:0,1"
     assert check_cpu_bind("mask_cpu:0x1,0x2") == "mask_cpu:0x1,0x2"
@@ -528,7 +528,7 @@ def test_corrupted_spec_files_give_clear_errors_never_a_traceback(tmp_path):
     with a hint, and never another exception?"""
     import random
 
-    from hpclab.spec import load_specs
+    from hpclab.spec.model import load_specs
 
     rng = random.Random(18)
     outcomes = {"specs": 0, "error": 0}
@@ -561,7 +561,7 @@ def test_corrupted_spec_files_give_clear_errors_never_a_traceback(tmp_path):
 def test_spec_files_that_are_not_specs(tmp_path, name, data, words):
     """Do binary files, wrong encodings, absurd nesting, alias bombs, giant numbers and files of
     megabytes each give one HpclabError saying what is wrong with the file?"""
-    from hpclab.spec import load_specs
+    from hpclab.spec.model import load_specs
 
     path = tmp_path / f"{name}.yaml"
     path.write_bytes(data)
@@ -574,7 +574,7 @@ def test_spec_files_that_are_not_specs(tmp_path, name, data, words):
 
 def test_a_folder_or_missing_path_as_spec_says_which(tmp_path):
     """A folder given as the spec says it is a folder; a missing file says not found."""
-    from hpclab.spec import load_specs
+    from hpclab.spec.model import load_specs
 
     with pytest.raises(HpclabError, match="is a folder"):
         load_specs(tmp_path)

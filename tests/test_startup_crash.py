@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from hpclab import experiment
-from hpclab.errors import HpclabError
-from hpclab.runs import RunFolder
-from hpclab.spec import make_spec
+from hpclab.jobs import experiment
+from hpclab.core.errors import HpclabError
+from hpclab.runs.folder import RunFolder
+from hpclab.spec.model import make_spec
 
 DATA = Path(__file__).parent / "data"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hpclab import templates
-from hpclab.errors import HpclabError
-from hpclab.site import load_site
-from hpclab.spec import make_spec
+from hpclab.jobs import templates
+from hpclab.core.errors import HpclabError
+from hpclab.site.profile import load_site
+from hpclab.spec.model import make_spec
 
 GOLDEN = Path(__file__).parent / "golden"
 BIN, LIB = Path("/hpclab/build/bin"), Path("/hpclab/build/lib")

@@ -1,4 +1,4 @@
-"""Tests for hpclab.topology: lstopo XML, CPU set notations, synthetic topologies, drawings.
+"""Tests for hpclab.site.topology: lstopo XML, CPU set notations, synthetic topologies, drawings.
 
 tests/data/lstopo_*.xml were written by lstopo on the course machine (tests/data/capture.sh).
 """
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpclab.errors import HpclabError
-from hpclab.topology import (
+from hpclab.core.errors import HpclabError
+from hpclab.site.topology import (
     cpulist_to_cpus,
     cpus_to_cpulist,
     draw,

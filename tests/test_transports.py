@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hpclab import transports
+from hpclab.analysis import transports
 
 
 def _runs(label, latency_us, bw_mb_s, run_ids):

@@ -7,8 +7,9 @@ import subprocess
 
 import pytest
 
-from hpclab import paths, variants
-from hpclab.errors import HpclabError
+from hpclab.core import paths
+from hpclab.tools import variants
+from hpclab.core.errors import HpclabError
 
 
 def test_bad_names_and_macros_are_refused():

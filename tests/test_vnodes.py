@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from hpclab import paths
+from hpclab.core import paths
 from hpclab.cluster import config, links, local, vnodes
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 # --- without a cluster ------------------------------------------------------------------------
 
@@ -242,7 +242,7 @@ def test_summary_says_which_ends_got_the_delay(monkeypatch):
 def test_cpus_per_node_without_virtual_nodes_is_an_error(argv, monkeypatch, capsys):
     """Is --cpus-per-node without --nodes (or outside `up`) refused with a message, before any
     cluster is started or stopped, instead of being silently ignored?"""
-    from hpclab import cli
+    from hpclab.cli import main as cli
 
     def must_not_run(*a, **k):
         raise AssertionError("the cluster was touched")
@@ -325,7 +325,7 @@ def test_two_nodes_pingpong_shared_memory_inside_tcp_across(vcluster, scratch):
     assert "OVERSUBSCRIBED" in report.client_config  # 2 nodes x 2 CPUs on a 2-core machine
     assert "tbf on 4/4 veth ends" in report.client_config
     assert _wait_idle(["node1", "node2"]) == {"node1": "idle", "node2": "idle"}
-    status = subprocess.run([sys.executable, "-m", "hpclab.cli", "cluster", "status"], capture_output=True,
+    status = subprocess.run([sys.executable, "-m", "hpclab.cli.main", "cluster", "status"], capture_output=True,
                             text=True, timeout=60).stdout
     assert "link '1g': rate" in status, f"cluster status does not name the link profile:\n{status}"
 

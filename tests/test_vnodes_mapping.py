@@ -9,8 +9,9 @@ from collections import Counter
 
 import pytest
 
-from hpclab import experiment, paths
-from hpclab import imbalance as imb
+from hpclab.jobs import experiment
+from hpclab.core import paths
+from hpclab.analysis import imbalance as imb
 from hpclab.trace import mapping
 from hpclab.trace.load import load_run
 from hpclab.trace.matrix import aggregate, message_matrix
@@ -20,7 +21,7 @@ NAMES = [f"node{n + 1}" for n in range(NODES)]
 
 
 def _mappings() -> dict[str, list[int]]:
-    """The linear mapping, and the blocked one that differs from it (hpclab.imbalance picks the
+    """The linear mapping, and the blocked one that differs from it (hpclab.analysis.imbalance picks the
     2 x 1 tile here: a 1 x 2 tile on a 2 x 4 grid is the linear mapping itself)."""
     return imb.mapping_layouts(PX, PY, K)
 
@@ -51,7 +52,7 @@ def test_mappings_differ_node_by_node():
 def test_traced_internode_messages_match_the_mapping(cluster, monkeypatch):
     """Does the per-node message matrix of a real 8-rank run on 4 nodes count 2 x exchanges x cut
     edges in total, and the predicted count for each pair of nodes, for both mappings?"""
-    from hpclab import multinode
+    from hpclab.site import multinode
 
     # Not under /tmp: every virtual node has a private /tmp, so job files must live elsewhere.
     work = paths.build_dir() / "test-runs" / uuid.uuid4().hex[:8]

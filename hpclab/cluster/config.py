@@ -1,6 +1,6 @@
 """Configuration of the embedded Slurm cluster: layout of the state folder and the config files.
 
-Everything the cluster writes lives below one state folder (hpclab.paths.state_dir(), git-ignored):
+Everything the cluster writes lives below one state folder (hpclab.core.paths.state_dir(), git-ignored):
 
     etc/       slurm.conf, slurmdbd.conf, the munge key, the database password
     run/       pid files and the munge socket
@@ -10,7 +10,7 @@ Everything the cluster writes lives below one state folder (hpclab.paths.state_d
 
 munged does not run as root, and a checkout may sit under a home only root can enter (Debian's
 /root is 0700), so munged's folder (key, socket, log, pid and seed) is not below the state folder
-but in a per-checkout folder under /var/lib/hpclab (hpclab.paths.daemon_state_dir).
+but in a per-checkout folder under /var/lib/hpclab (hpclab.core.paths.daemon_state_dir).
 
 Node lines are the machine's own: CPUs, sockets, cores, threads and memory come from `slurmd -C`,
 checked against hwloc, so the cluster never claims cores the machine does not have.
@@ -26,8 +26,8 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hpclab import paths
-from hpclab.errors import HpclabError
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
 
 CLUSTER_NAME = "hpclab"
 PARTITION = "debug"

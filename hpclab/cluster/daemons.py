@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 PROFILES_FILE = Path(__file__).with_name("links.yaml")
 ETHERNET_FRAME = 1514  # bytes on the wire per full-size frame (MTU 1500 + header)

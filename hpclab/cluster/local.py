@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpclab import paths
+from hpclab.core import paths
 from hpclab.cluster import config
 from hpclab.cluster.config import Layout, Node
 from hpclab.cluster.daemons import Daemon, tail
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 REQUIRED_PROGRAMS = ["munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sinfo"]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from hpclab.cluster import config, links, local
 from hpclab.cluster.config import Layout, Node, NodeHardware
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 BRIDGE = "hpclab0"
 SUBNET = "10.213.0.0/24"  # private, used only on the project's bridge
@@ -266,7 +266,7 @@ def _under_tmp(lay: config.Layout) -> list[str]:
     repository, the cluster state and the run folders; nested ones are covered by their parent."""
     import shlex
 
-    from hpclab import paths
+    from hpclab.core import paths
 
     rels = []
     for p in sorted({Path(os.path.realpath(x)) for x in (paths.repo(), lay.root, paths.runs_dir())}, key=lambda p: len(p.parts)):

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.events import COLUMNS, PROC_NULL, Trace, normalise
 
 # op tuple: (compute_before_ns, call, peer, tag, comm, bytes, req, completes, root, name,

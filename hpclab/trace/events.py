@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 P2P_SEND = ("MPI_Send", "MPI_Isend")
 P2P_RECV = ("MPI_Recv", "MPI_Irecv")

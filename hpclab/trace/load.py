@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.events import Trace, empty_events, normalise
 
 MAGIC = b"MPITRACE"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 
 def _check(px, py, k):

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 
 NO_LIMIT = 2**62
 

@@ -12,7 +12,7 @@ model. Nothing here is measured; the result is a simulation and says so in trace
 
 from __future__ import annotations
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.builder import TraceBuilder
 from hpclab.trace.mapping import hosts_of, linear_mapping
 from hpclab.trace.model import IDEAL

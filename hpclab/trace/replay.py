@@ -37,7 +37,7 @@ from array import array
 import numpy as np
 import pandas as pd
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.events import CALLS, CPU_COLUMNS, Trace, bursts as event_bursts, call_codes, validate
 from hpclab.trace.matching import match
 from hpclab.trace.model import IDEAL, NetworkModel

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.events import Trace
 from hpclab.trace.matching import match
 from hpclab.trace.profile import regions

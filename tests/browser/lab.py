@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpclab import paths
+from hpclab.core import paths
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium keeps trying to reach Google's services,

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.builder import TraceBuilder
 from hpclab.trace.events import Trace, _regions_well_nested, check, normalise, validate
 from hpclab.trace.profile import profile

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpclab import cli
-from hpclab.errors import HpclabError
+from hpclab.cli import main as cli
+from hpclab.core.errors import HpclabError
 from hpclab.trace import load
 
 
@@ -55,7 +55,7 @@ def value(out: str, row: str) -> float:
 
 @pytest.fixture
 def eager4096(monkeypatch):
-    monkeypatch.setattr("hpclab.imbalance.eager_limit", lambda: 4096)
+    monkeypatch.setattr("hpclab.analysis.imbalance.eager_limit", lambda: 4096)
 
 
 def test_trace_command_prints_violations_profile_split_and_writes_plots(tmp_path, capsys, eager4096):
@@ -85,7 +85,7 @@ def test_trace_command_prints_violations_profile_split_and_writes_plots(tmp_path
 
 def test_cli_and_notebook_agree_on_t_ideal(tmp_path, capsys, eager4096):
     """Is the CLI's T_ideal the one the notebook gets from imbalance.analyse's ideal network?"""
-    from hpclab import imbalance as imb
+    from hpclab.analysis import imbalance as imb
     from hpclab.trace.load import load_run
     from hpclab.trace.replay import replay
     from hpclab.trace.split import split
@@ -102,7 +102,7 @@ def test_without_ompi_info_every_message_is_eager_and_the_cli_says_so(tmp_path, 
     """When the eager limit cannot be read, is the all-eager ideal network used, and named?"""
     def no_ompi_info():
         raise HpclabError("ompi_info is not on PATH")
-    monkeypatch.setattr("hpclab.imbalance.eager_limit", no_ompi_info)
+    monkeypatch.setattr("hpclab.analysis.imbalance.eager_limit", no_ompi_info)
     run = write_run(tmp_path / "run")
     assert cli.main(["trace", str(run), "--model", "ideal"]) == 0
     out = capsys.readouterr().out

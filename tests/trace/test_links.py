@@ -3,7 +3,7 @@ traces, and the same times as the contention-free replay when links are plentifu
 
 import pytest
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.builder import TraceBuilder
 from hpclab.trace.model import IDEAL, hockney, model_from_dict
 from hpclab.trace.replay import replay

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpclab import paths
-from hpclab.errors import HpclabError
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
 from hpclab.trace import load
 from hpclab.trace.events import CALLS as CONTRACT_CALLS
 from hpclab.trace.load import HEADER, RECORD, RECORD_V1, least_offset, load_dir, load_run

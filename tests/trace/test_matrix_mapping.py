@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.mapping import (blocked_mapping, internode_from_trace, internode_messages,
                                   linear_mapping, rankfile, slurm_hostfile)
 from hpclab.trace.matching import match

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.builder import TraceBuilder
 from hpclab.trace.model import IDEAL, hockney
 from hpclab.trace.replay import replay

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hpclab.errors import HpclabError
+from hpclab.core.errors import HpclabError
 from hpclab.trace.builder import TraceBuilder
 from hpclab.trace.events import CALLS, COLLECTIVES, COMM_CREATE, Problem, Trace, call_codes, calls_in, validate
 from hpclab.trace.mapping import blocked_mapping

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclab import paths
-from hpclab.errors import HpclabError
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
 from hpclab.trace.events import check
 from hpclab.trace.load import load_dir
 from hpclab.trace.matching import match

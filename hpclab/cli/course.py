@@ -1,0 +1,47 @@
+"""`hpclab course ...`: run the course headless, serve it in JupyterLab, grade a demo class."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from hpclab.core import paths
+
+
+def _run(args: argparse.Namespace) -> int:
+    from hpclab.course import runner as course
+
+    if args.quick:
+        os.environ["HPCLAB_QUICK"] = "1"
+    books = [Path(p).resolve() for p in args.notebooks] or course.course_notebooks()
+    report = course.run_course(books)
+    print(report.summary(paths.build_dir() / "course"))
+    return 1 if report.failures else 0
+
+
+def _lab(args: argparse.Namespace) -> int:
+    from hpclab.grading import jupyter
+
+    return jupyter.serve_lab(port=args.port)
+
+
+def _grade_demo(args: argparse.Namespace) -> int:
+    from hpclab.grading import pipeline as grading
+
+    return grading.grade_demo()
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser("course", help="run the course headless, serve it, or grade a demo class")
+    sub = p.add_subparsers(dest="course_command", required=True)
+    r = sub.add_parser("run", help="execute every notebook and lab; write build/course/index.html")
+    r.add_argument("notebooks", nargs="*", help="only these notebooks (default: all)")
+    r.add_argument("--quick", action="store_true", help="the quick parameter set (as in the tests)")
+    r.set_defaults(func=_run)
+    lab = sub.add_parser("lab", help="JupyterLab on localhost with the course open")
+    lab.add_argument("--port", type=int, default=8888)
+    lab.set_defaults(func=_lab)
+    g = sub.add_parser("grade-demo", help="grade a simulated class with nbgrader, one line per student")
+    g.set_defaults(func=_grade_demo)

@@ -1,0 +1,444 @@
+"""The fidelity table: which claims of the source talks this machine reproduced, with the numbers.
+
+Each row is one claim of a seed talk: what the seed says and shows (quoted, with its citation),
+what this machine measured (`here`), whether that reproduces the claim (`yes`, `partly`, `no`,
+`not shown`), one sentence on why, and the run ids it rests on. Only the claim and the seed's
+figure are typed (they are quotes); everything else is computed by a builder below from the runs a
+notebook just made. A notebook records its rows (`record`); `hpclab course run` collects them into
+build/course/fidelity.json and a table in the report. A claim no notebook recorded in that run is
+listed as `not shown`, saying so, rather than kept from an earlier run.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
+
+VERDICTS = ("yes", "partly", "no", "not shown")
+LEDGER_ENV = "HPCLAB_FIDELITY_DIR"  # set by the course run: where notebooks record their rows
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of a seed talk and the seed's own figure for it (quoted)."""
+
+    id: str
+    claim: str
+    seed: str
+
+
+_GOGLIN = "Goglin 2019 (seed 000)"
+_ITAC = "ITAC training 2014 (seed 001)"
+_PLACEMENT = "placement study 2018 (seed 002)"
+
+CLAIMS: dict[str, Claim] = {c.id: c for c in [
+    Claim("transport-fallback",
+          "Excluding the fast transport does not fail: Open MPI silently falls back to a slower one, "
+          "and only the bandwidth shows it.",
+          f"{_GOGLIN}: 4 MiB PingPong 9546 MB/s on Omni-Path (mtl/psm2), 788 MB/s once PSM/PSM2 are "
+          "excluded and TCP over 10G Ethernet carries the messages."),
+    Claim("component-selection",
+          "MCA parameters choose the PML, MTL and BTL; the run itself can tell which one carried the messages.",
+          f"{_GOGLIN}: five selections on two clusters (psm2, psm, tcp, ucx, openib), each confirmed by "
+          "a PingPong whose performance 'disappears if disabling X'."),
+    Claim("hybrid-pitfall",
+          "Several ranks per node whose OpenMP threads are all bound to the same cores lose most of their "
+          "performance; binding each rank to its own cores fixes it.",
+          f"{_PLACEMENT}: on KNL with Intel OpenMP and the default srun binding, every rank's threads land "
+          "on the same hardware threads (a massive load imbalance)."),
+    Claim("numa",
+          "Memory on a remote NUMA node is slower than local memory.",
+          f"{_PLACEMENT}: on Broadwell with two NUMA domains, local memory about 60 % faster than remote."),
+    Claim("grid-2d-vs-1d",
+          "A 1 x P decomposition of the Poisson grid (long thin strips, short rows) computes slower than a "
+          "near-square 2D one, because short rows vectorise badly.",
+          f"{_ITAC}: 384 ranks, compute 4.46 s for the 24x16 grid vs 11.45 s for 1x384 (accumulated)."),
+    Claim("nonblocking-dependency",
+          "A naive blocking halo exchange (send up, then receive) serialises into a chain once messages "
+          "exceed the eager limit; a non-blocking exchange removes the dependency wait.",
+          f"{_ITAC}: the blocking run's wait time on P6 'has vanished' with the non-blocking exchange."),
+    Claim("mapping-messages",
+          "Placing blocks of the process grid on a node instead of consecutive ranks cuts the messages "
+          "that cross the network.",
+          f"{_ITAC}: 24x16 grid on 16 nodes, about 16.5x fewer inter-node messages with the blocked mapping."),
+    Claim("mapping-time",
+          "The mapping with fewer inter-node messages makes the run faster.",
+          f"{_ITAC}: the blocked mapping is 'by far the best' for the 2D Poisson solver."),
+    Claim("imbalance-split",
+          "Replaying a trace on an ideal network splits run time into compute, transfer, load imbalance "
+          "and dependency; for the 2D solver on InfiniBand, compute and transfer dominate.",
+          f"{_ITAC}: 24x16 grid, compute 4.46 s, interconnect 3.89 s, load imbalance 0.12 s, dependency "
+          "0.59 s (accumulated over ranks)."),
+    Claim("roofline",
+          "The Poisson solver is memory bound: its update rate is capped by the memory bandwidth divided "
+          "by the bytes each update moves.",
+          f"{_ITAC}: hotspot and bandwidth analysis of the solver's update loop (VTune), bandwidth close "
+          "to the machine's."),
+    Claim("hotspots",
+          "A profiler points at the few loops where the time goes: the solver's compute loops (residuum, "
+          "red and black sweeps) lead the hotspot list, ahead of the MPI library.",
+          f"{_ITAC}: rank 0's top five in VTune: residuum 57.9 ms, MPIDI_CH3I_Progress 54.9 ms, red 53.5 ms, "
+          "__intel_ssse3_rep_memcpy 47.5 ms, black 46.8 ms."),
+]}
+
+
+@dataclass
+class Row:
+    """One row of the fidelity table; `here`, `reproduced`, `why` and `runs` come from measurements."""
+
+    id: str
+    claim: str
+    seed: str
+    here: str
+    reproduced: str
+    why: str
+    runs: list[str] = field(default_factory=list)
+
+
+def make_row(claim_id: str, here: str, reproduced: str, why: str, runs=()) -> Row:
+    """A row for a known claim; the verdict must be one of VERDICTS and `why` one sentence."""
+    if claim_id not in CLAIMS:
+        raise HpclabError(f"unknown fidelity claim {claim_id!r}", f"known claims: {', '.join(CLAIMS)}")
+    if reproduced not in VERDICTS:
+        raise HpclabError(f"fidelity verdict {reproduced!r} for {claim_id}", f"use one of {', '.join(VERDICTS)}")
+    c = CLAIMS[claim_id]
+    return Row(c.id, c.claim, c.seed, here, reproduced, why, sorted({str(r) for r in runs}))
+
+
+def ledger_dir() -> Path:
+    """Where rows are recorded: the course run's folder, or build/fidelity for interactive use."""
+    return Path(os.environ.get(LEDGER_ENV, paths.build_dir() / "fidelity"))
+
+
+def record(row: Row) -> Row:
+    """Write a notebook's row into the ledger (one file per claim, replaced atomically); returns it."""
+    folder = ledger_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{row.id}.json.tmp"
+    tmp.write_text(json.dumps(asdict(row), indent=1))
+    tmp.replace(folder / f"{row.id}.json")
+    return row
+
+
+def collect(folder: Path | None = None) -> list[Row]:
+    """Every claim's row, in CLAIMS order: the recorded one, or `not shown` when none was recorded."""
+    folder = folder or ledger_dir()
+    rows = []
+    for cid, claim in CLAIMS.items():
+        f = folder / f"{cid}.json"
+        if f.exists():
+            rows.append(Row(**json.loads(f.read_text())))
+        else:
+            rows.append(Row(cid, claim.claim, claim.seed, "-", "not shown",
+                            "no notebook recorded this claim in this run (its notebook failed or was not run)"))
+    return rows
+
+
+def write_json(rows: list[Row], path: Path) -> Path:
+    path.write_text(json.dumps([asdict(r) for r in rows], indent=1))
+    return path
+
+
+def html_table(rows: list[Row]) -> str:
+    """The fidelity table as an HTML fragment for the course report."""
+    colour = {"yes": "#e3f4e1", "partly": "#fff4d6", "no": "#fde8e8", "not shown": "#eeeeee"}
+    body = "".join(
+        f"<tr style='background:{colour[r.reproduced]}'><td><b>{html.escape(r.id)}</b><br>{html.escape(r.claim)}</td>"
+        f"<td>{html.escape(r.seed)}</td><td>{html.escape(r.here)}</td><td>{r.reproduced}</td>"
+        f"<td>{html.escape(r.why)}</td><td style='font-size:.8em'>{html.escape(', '.join(r.runs[:3]))}"
+        f"{f' (+{len(r.runs) - 3} more in fidelity.json)' if len(r.runs) > 3 else ''}</td></tr>"
+        for r in rows)
+    return ("<h2>Fidelity: the seeds' claims on this machine</h2>"
+            "<table><tr><th>claim</th><th>seed (quoted)</th><th>here (measured)</th><th>reproduced</th>"
+            f"<th>why</th><th>runs</th></tr>{body}</table>")
+
+
+# --- builders: one per claim, from the runs a notebook made -----------------------------------
+
+def _run_ids(table, label_col: str = "label", labels=None) -> list[str]:
+    sub = table if labels is None else table[table[label_col].isin(labels)]
+    return sorted({str(r) for r in sub["run_id"]})
+
+
+def transport_fallback(table, fast: str = "default", without: str = "no vader") -> Row:
+    """From notebook 02's ping-pong table (hpclab.analysis.transports): did excluding the default fast path
+    change the transport Open MPI reported, and how much bandwidth went with it?"""
+    from hpclab.analysis import transports
+
+    if not {fast, without} <= set(table["label"]):
+        return make_row("transport-fallback", "-", "not shown", f"the runs '{fast}' and '{without}' were not both made")
+    summary = transports.summary(table)
+    used = transports.report(table)
+    bw_fast = summary.loc[fast, "bandwidth_mb_s_median"]
+    bw_without = summary.loc[without, "bandwidth_mb_s_median"]
+    lat_fast = summary.loc[fast, "latency_us_median"]
+    lat_without = summary.loc[without, "latency_us_median"]
+    bw_ratio = bw_fast / bw_without if bw_without > 0 else float("inf")
+    lat_ratio = lat_without / lat_fast if lat_fast > 0 else float("inf")
+    moved = used.loc[fast, "transport"] != used.loc[without, "transport"]
+    here = (f"default: {used.loc[fast, 'transport']}, {lat_fast:.2f} us, {bw_fast:.0f} MB/s; with vader excluded: "
+            f"{used.loc[without, 'transport']}, {lat_without:.2f} us, {bw_without:.0f} MB/s "
+            f"({lat_ratio:.0f}x the latency, {bw_ratio:.1f}x less bandwidth); every run completed")
+    # The talk's signal is the bandwidth across a network; inside one machine the fallback to
+    # loopback TCP shows most in latency, so either loss counts when the transport moved.
+    if moved and (bw_ratio >= 1.5 or lat_ratio >= 5):
+        verdict, why = "yes", ("the run fell back to another transport without an error and lost performance; "
+                               "one machine's loopback stands in for the talk's two nodes")
+    elif moved:
+        verdict, why = "partly", "the transport changed silently, but its performance barely did on this machine"
+    else:
+        verdict, why = "no", "Open MPI reported the same transport with and without the exclusion"
+    return make_row("transport-fallback", here, verdict, why, _run_ids(table, labels=[fast, without]))
+
+
+def _selection_honoured(mca: dict, pml: str, btls: set[str]) -> bool:
+    """Does the transport a run reported agree with the MCA selection it was given?"""
+    want_pml = mca.get("pml", "")
+    if want_pml and not want_pml.startswith("^") and pml != want_pml:
+        return False
+    want_btl = mca.get("btl", "")
+    if want_btl.startswith("^"):
+        return not (set(want_btl[1:].split(",")) & btls)
+    if want_btl:
+        return btls <= set(want_btl.split(","))
+    return True
+
+
+def component_selection(table) -> Row:
+    """From notebook 02's table: did every MCA selection give the PML/BTL it asked for, as the run
+    itself reported it, and did the selections really use different transports?"""
+    from hpclab.analysis import transports
+
+    used = transports.report(table)
+    checked, wrong = [], []
+    for label, row in used.iterrows():
+        sel = transports.SELECTIONS.get(label)
+        if sel is None:
+            continue
+        btls = {b.strip() for b in str(row.get("btl", "")).replace("[", "").replace("]", "").replace("'", "")
+                .split(",") if b.strip() and b.strip() not in ("None", "nan", "self")}
+        ok = _selection_honoured(sel.mca, str(row.get("pml", "")), btls)
+        checked.append(label)
+        if not ok:
+            wrong.append(f"{label} reported {row.get('transport')}")
+    distinct = used.loc[checked, "transport"].nunique() if checked else 0
+    here = (f"{len(checked)} selections, {distinct} different transports reported by the runs "
+            f"({', '.join(sorted(set(used.loc[checked, 'transport'])))})"
+            + (f"; not as asked: {'; '.join(wrong)}" if wrong else ""))
+    if checked and not wrong and distinct >= 2:
+        verdict, why = "yes", "each run's own report (MPI_T and Open MPI's endpoint) names the component it was told to use"
+    elif checked and not wrong:
+        verdict, why = "partly", "every selection was honoured, but they all ended on the same transport here"
+    else:
+        verdict, why = ("no" if wrong else "not shown"), ("a run used another component than asked" if wrong
+                                                          else "no run with a known selection was made")
+    return make_row("component-selection", here, verdict, why, _run_ids(table, labels=checked))
+
+
+def numa(topology) -> Row:
+    """From notebook 03's topology (hpclab.site.topology): can this machine show local vs remote memory?
+    With one NUMA node it cannot, and the row says so; with more, notebook 03 measures it."""
+    nodes = len(topology.numa_nodes)
+    if nodes < 2:
+        return make_row("numa", f"{nodes} NUMA node (hwloc)", "not shown",
+                        "this machine has a single NUMA node, so there is no remote memory to measure")
+    return make_row("numa", f"{nodes} NUMA nodes (hwloc)", "not shown",
+                    "the local vs remote measurement is not yet recorded here")
+
+
+def hotspots(profile) -> Row:
+    """From notebook 06's profile (hpclab.analysis.hotspots.Profile): do the solver's compute loops lead the
+    hotspot list, ahead of the MPI library, as in the seed's VTune run? Start-up (loader, MPI_Init,
+    grid set-up) is left out: the seed profiled a long run, where it weighs nothing, while the
+    course profiles a short one."""
+    phases = profile.phases().set_index("phase")["self"]
+    loop = phases.reindex(["red/black sweeps", "residuum", "halo copy", "MPI library"]).fillna(0)
+    if loop.sum() <= 0:
+        return make_row("hotspots", "-", "not shown", "the profile has no samples in the solve loop",
+                        [profile.path.name])
+    shares = loop / loop.sum()
+    startup = 1 - loop.sum() / phases.sum()
+    compute = shares["red/black sweeps"] + shares["residuum"]
+    top = shares.idxmax()
+    here = (f"{profile.tool} ({profile.unit}), solve loop only: {top} leads with {shares[top]:.0%}; red/black "
+            f"sweeps and residuum together {compute:.0%}, MPI library {shares['MPI library']:.0%} "
+            f"(start-up, left out: {startup:.0%} of the whole profile)")
+    if top in ("red/black sweeps", "residuum") and compute > shares["MPI library"]:
+        verdict, why = "yes", ("the profile points at the same loops as the seed; the MPI library weighs less "
+                               "here because one node's ranks exchange through shared memory")
+    elif top in ("red/black sweeps", "residuum"):
+        verdict, why = "partly", "a compute loop leads, but the MPI library takes more than the compute loops together"
+    else:
+        verdict, why = "no", f"{top} leads the solve loop in this profile, not the solver's compute loops"
+    return make_row("hotspots", here, verdict, why, [profile.path.name])
+
+
+def mapping_messages(counts) -> Row:
+    """From notebook 05's measured mapping (hpclab.analysis.imbalance.measure_mapping): did the traced
+    inter-node messages match the prediction, and did the blocked mapping send fewer?"""
+    if counts is None or len(counts) == 0:
+        return make_row("mapping-messages", "-", "not shown", "the mapping was not measured on virtual nodes here")
+    per = counts.groupby("mapping")[["inter-node messages, predicted", "inter-node messages, traced"]].median()
+    exact = bool((counts["inter-node messages, predicted"] == counts["inter-node messages, traced"]).all())
+    placed = bool(counts["ranks where mapped"].all())
+    lo, hi = per["inter-node messages, traced"].min(), per["inter-node messages, traced"].max()
+    ratio = hi / lo if lo > 0 else float("inf")
+    here = ("; ".join(f"{m}: {int(r['inter-node messages, traced'])} traced, {int(r['inter-node messages, predicted'])} "
+                      f"predicted" for m, r in per.iterrows()) + f" ({ratio:.1f}x)")
+    if exact and placed and ratio > 1:
+        verdict, why = "yes", ("the traces count exactly the inter-node messages the grid predicts, fewer with "
+                               "the blocked mapping; a small grid on few nodes gives a smaller ratio than 16.5x")
+    elif placed and ratio > 1:
+        verdict, why = "partly", "the blocked mapping sent fewer inter-node messages, but not exactly the predicted number"
+    else:
+        verdict, why = "no", "the ranks did not land where mapped, or both mappings sent the same number of messages"
+    return make_row("mapping-messages", here, verdict, why, counts["run"])
+
+
+def from_verdict(claim_id: str, verdict: dict, runs=()) -> Row:
+    """A row from an analysis module's own verdict (a dict with here, reproduced and why, as
+    hpclab.analysis.placement.pitfall_fidelity and hpclab.analysis.hotspots.roofline_fidelity return)."""
+    return make_row(claim_id, verdict["here"], verdict["reproduced"], verdict["why"], runs)
+
+
+def frame(rows) -> "pd.DataFrame":
+    """Rows as a table for a notebook cell (one row per claim)."""
+    import pandas as pd
+
+    rows = [rows] if isinstance(rows, Row) else list(rows)
+    return pd.DataFrame([{"claim": r.id, "seed (quoted)": r.seed, "here (measured)": r.here,
+                          "reproduced": r.reproduced, "why": r.why} for r in rows]).set_index("claim")
+
+
+def hybrid_pitfall(summary_table, runs=()) -> Row:
+    """From notebook 03's pitfall and yielding runs (hpclab.analysis.placement.summary of both sets)."""
+    from hpclab.analysis import placement
+
+    try:
+        verdict = placement.pitfall_fidelity(summary_table)
+    except (KeyError, HpclabError) as e:
+        return make_row("hybrid-pitfall", "-", "not shown", f"the pitfall runs are incomplete ({e})", runs)
+    return from_verdict("hybrid-pitfall", verdict, runs)
+
+
+def roofline(rates, stream_results, caches, runs=()) -> Row:
+    """From notebook 06's roof runs (hpclab.analysis.hotspots.roofline_fidelity); a run set without a
+    memory-resident grid (the quick parameter set) is 'not shown', saying so."""
+    from hpclab.analysis import hotspots as hs
+
+    try:
+        verdict = hs.roofline_fidelity(rates, stream_results, caches)
+    except HpclabError as e:
+        return make_row("roofline", "-", "not shown", f"{e.what}", runs)
+    return from_verdict("roofline", verdict, runs)
+
+
+def _seed_strip_vs_tile() -> float:
+    """ITAC 2014's compute of the 1x384 grid over the 24x16 one, from hpclab.core.seedfacts."""
+    from hpclab.core import seedfacts
+
+    compute = seedfacts.imbalance_2014()["compute"]
+    return float(compute["1D 1x384"] / compute["2D 24x16"])
+
+
+def grid_2d_vs_1d(subdomains, runs=(), strip: str = "1D 1x384", tile: str = "2D 24x16") -> Row:
+    """From notebook 05's single-rank runs of each decomposition's subdomain
+    (hpclab.analysis.imbalance.measure_subdomains): does the 1x384 strip compute slower per point than the
+    24x16 tile here, by more than the spread of the runs?"""
+    g = subdomains.groupby("case")["ns_per_point"]
+    if not {strip, tile} <= set(g.groups):
+        return make_row("grid-2d-vs-1d", "-", "not shown", f"the subdomains {strip} and {tile} were not both measured", runs)
+    lo, med, hi = g.min(), g.median(), g.max()
+    ratio = med[strip] / med[tile]
+    seed_ratio = _seed_strip_vs_tile()
+    here = (f"one rank, {strip}'s strip {med[strip]:.2f} ns per point (min {lo[strip]:.2f}, max {hi[strip]:.2f}) vs "
+            f"{tile}'s tile {med[tile]:.2f} ({lo[tile]:.2f}-{hi[tile]:.2f}): {ratio:.2f}x "
+            f"(seed {seed_ratio:.2f}x)")
+    runs = list(runs) or list(subdomains.loc[subdomains["case"].isin([strip, tile]), "run"])
+    if ratio > 1.1 and lo[strip] > hi[tile]:
+        verdict = "yes"
+        why = ("the strip's short rows compute slower on this machine too, beyond the spread of the runs"
+               + ("; the seed's factor was larger (other compiler and vector width)" if ratio < seed_ratio / 1.25 else ""))
+    elif ratio > 1.1:
+        verdict, why = "partly", "the strip computes slower at the median, but its runs overlap the tile's"
+    else:
+        verdict, why = "no", "this machine computes the strip's short rows as fast as the tile's"
+    return make_row("grid-2d-vs-1d", here, verdict, why, runs)
+
+
+def nonblocking_dependency(dependency, runs=()) -> Row:
+    """From notebook 05's naive and non-blocking traced runs (hpclab.analysis.imbalance.dependency_table
+    with a model): does the naive exchange serialise into a chain that the non-blocking one
+    removes? The chain shows in what its messages cost one after another (T_chain, the replay on
+    the fitted network minus the ideal replay); on the ideal network a message is free, so
+    T_depend moves only by the delays the chain passes on."""
+    naive = dependency[dependency["exchange"] == "naive"]
+    nonblocking = dependency[dependency["exchange"] == "nonblocking"]
+    if naive.empty or nonblocking.empty or "T_chain" not in dependency:
+        return make_row("nonblocking-dependency", "-", "not shown",
+                        "the naive and non-blocking runs were not both traced and replayed on a network model", runs)
+    chain = naive["T_chain"].median() / nonblocking["T_chain"].median()
+    depend = naive["T_depend"].median() / nonblocking["T_depend"].median()
+    here = (f"{naive['ranks'].iloc[0]} ranks, messages above the eager limit: messages cost {chain:.1f}x more with the "
+            f"naive exchange than non-blocking on the fitted network (T_chain {naive['T_chain'].median():.3f} vs "
+            f"{nonblocking['T_chain'].median():.3f} ms per iteration); T_depend on the ideal network {depend:.1f}x")
+    # The chain is what its messages cost one after another; T_depend (ideal network, where a
+    # message is free) only carries the delays the chain passes on, noise on a shared machine.
+    if chain >= 2:
+        verdict, why = "yes", ("the naive order serialises the exchange into a chain and the non-blocking exchange "
+                               "removes it; the chain shows in what messages cost one after another, not in "
+                               f"T_depend ({depend:.1f}x), since on the ideal network a message is free")
+    elif chain > 1:
+        verdict, why = "partly", "the naive exchange's messages cost more, but less than twice the non-blocking one's"
+    else:
+        verdict, why = "no", "the naive exchange cost no more than the non-blocking one on this machine"
+    return make_row("nonblocking-dependency", here, verdict, why, runs)
+
+
+def imbalance_split(split, label: str, oversubscribed: bool, runs=()) -> Row:
+    """From notebook 05's median traced run (a hpclab.trace.split.Split with a network model):
+    does the five-part split add up, and do compute and transfer lead as in the seed's 2D run?
+    On an oversubscribed run the rest (ranks not running) hides the proportions, and the row says so."""
+    parts = {"compute": split.T_comp, "transfer": split.T_transfer, "load imbalance": split.T_load,
+             "dependency": split.T_depend, "rest": split.T_rest}
+    total = sum(parts.values())
+    exact = abs(total - split.T_real) <= 0.01 * split.T_real
+    share = {k: v / split.T_real for k, v in parts.items()}
+    here = (f"{label} ({split.nranks} ranks{', oversubscribed' if oversubscribed else ''}): "
+            + ", ".join(f"{k} {v:.0%}" for k, v in share.items())
+            + f"; the five parts sum to {total / split.T_real:.1%} of T_real")
+    top_two = sorted(parts, key=parts.get, reverse=True)[:2]
+    if not exact:
+        verdict, why = "no", "the parts do not add up to the measured time"
+    elif set(top_two) == {"compute", "transfer"}:
+        verdict, why = "yes", "compute and transfer lead, as in the seed's 2D run; the split adds up exactly"
+    elif oversubscribed and "rest" in top_two:
+        verdict, why = "partly", ("the method reproduces (the parts add up, compute and replays on CPU bursts), but "
+                                  "with more ranks than cores the time ranks spend switched out (the rest) "
+                                  "hides the seed's proportions")
+    else:
+        verdict, why = "partly", f"the split adds up, but {' and '.join(top_two)} lead here, not compute and transfer"
+    return make_row("imbalance-split", here, verdict, why, runs)
+
+
+def mapping_time(linear, blocked, runs=()) -> Row:
+    """From notebook 05b's 384-rank simulation on the network model with shared node links
+    (hpclab.analysis.imbalance.Simulated of the linear and the blocked mapping): does the blocked mapping
+    make the simulated run faster? This row is a simulation from this machine's measurements."""
+    t_lin, t_blk = linear.split.T_real, blocked.split.T_real
+    gain = 1 - t_blk / t_lin
+    here = (f"simulated, 384 ranks on 16 nodes, links shared per node: {t_lin / linear.iterations / 1e6:.3f} ms per "
+            f"iteration linear vs {t_blk / blocked.iterations / 1e6:.3f} ms blocked ({gain:+.0%})")
+    if gain >= 0.05:
+        verdict, why = "yes", "with a node's messages sharing its link, fewer inter-node messages make the iteration shorter (simulation)"
+    elif gain > 0:
+        verdict, why = "partly", "the blocked mapping is faster in the simulation, but by less than 5 %"
+    else:
+        verdict, why = "no", "the simulated link is not busy enough for the mapping to change the time"
+    return make_row("mapping-time", here, verdict, why, runs)

@@ -1,0 +1,301 @@
+"""Points are decided outside the student's kernel.
+
+nbgrader runs a lab's cells in the sandboxed kernel (hpclab.grading.sandbox), except its graded test
+cells: for each of those the kernel is only asked for the values of the names the test reads
+(its answers, as JSON: numbers, strings, booleans, lists, dicts). After the notebook ran, the
+grader runs every test cell's code, visible and hidden asserts as written in the lab, in a fresh
+Python process of its own (sandboxed too, no student code in it) on those values and on the
+submission as it was collected (`submitted/<student>/<lab>/`), and writes the outcome into the
+cell's outputs; nbgrader's own grading (an error scores 0, otherwise full points), feedback and
+gradebook then follow as usual. Whatever the notebook patches in its kernel (builtins, math,
+numpy, hpclab) or returns (an object equal to everything) changes nothing but its own answers.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import io
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+MARK = "@@hpclab-answers@@ "
+FIXED = {"LAB": "."}          # names the grader sets itself: the lab folder is the submission
+MAX_RECORD = 1 << 20          # bytes of answers read from a kernel per cell
+
+
+def test_cell(cell) -> bool:
+    """A graded test cell: nbgrader grade, not a solution, code."""
+    nbg = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.get("cell_type") == "code" and bool(nbg.get("grade")) and not nbg.get("solution")
+
+
+def free_names(source: str) -> list[str]:
+    """Names a cell reads but never binds itself (its answers), builtins and FIXED left out."""
+    tree = ast.parse(source)
+    loaded, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return sorted(n for n in loaded - bound if not hasattr(builtins, n) and n not in FIXED)
+
+
+# --- inside the kernel ------------------------------------------------------------------------
+
+def _plain(value, depth=0):
+    """value as JSON-able plain data, or TypeError."""
+    if depth > 32:
+        raise TypeError("nested too deeply")
+    if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if type(value) in (list, tuple):
+        return [_plain(v, depth + 1) for v in value]
+    if type(value) is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) not in (str, int, float, bool):
+                raise TypeError(f"a key of type {type(k).__name__}")
+            out[str(k) if type(k) is not str else k] = _plain(v, depth + 1)
+        return out
+    raise TypeError(f"a {type(value).__name__}")
+
+
+def emit(names, namespace) -> None:
+    """Print one record of the answers `names` from `namespace` (run in the student's kernel)."""
+    values, skipped = {}, {}
+    for name in names:
+        if name not in namespace:
+            skipped[name] = "not defined in your notebook"
+            continue
+        try:
+            values[name] = _plain(namespace[name])
+        except TypeError as exc:
+            skipped[name] = f"not a plain value ({exc}): answers are numbers, strings, booleans, lists or dicts"
+    sys.stdout.write(MARK + json.dumps({"values": values, "skipped": skipped}) + "\n")
+    sys.stdout.flush()
+
+
+def probe_code(names) -> str:
+    """The code the grader runs in the kernel in place of a test cell."""
+    return f"__import__('hpclab.grading.answers', fromlist=['emit']).emit({list(names)!r}, globals())"
+
+
+def read_record(outputs) -> dict:
+    """The answers in a probe's outputs: {"values", "skipped"}; a missing, repeated or malformed
+    record gives no values and says why."""
+    text = "".join(o.get("text", "") for o in outputs
+                   if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    lines = [l for l in text.splitlines() if l.startswith(MARK)]
+    if len(lines) != 1 or len(lines[0]) > MAX_RECORD:
+        return {"values": {}, "skipped": {}, "problem": "no answers could be read from your kernel"}
+    try:
+        doc = json.loads(lines[0][len(MARK):])
+        values, skipped = doc["values"], doc["skipped"]
+        assert isinstance(values, dict) and isinstance(skipped, dict)
+        return {"values": values, "skipped": {str(k): str(v)[:300] for k, v in skipped.items()}}
+    except (ValueError, KeyError, TypeError, AssertionError, RecursionError):
+        return {"values": {}, "skipped": {}, "problem": "the answers your kernel gave were malformed"}
+
+
+# --- outside: the check ---------------------------------------------------------------------------
+
+def check_cells(cells: list[dict]) -> list[dict]:
+    """Run each test cell's code on its answers, in this process (meant to be a fresh one):
+    cells [{"id", "source", "values", "skipped", "problem"?}] -> [{"id", "passed", "stdout",
+    "ename", "evalue", "traceback"}]. The current folder is the submission."""
+    from hpclab.grading import pipeline as grading
+
+    grading.REFERENCE_CACHE = {}     # one reference analysis per submission, not one per cell
+    out = []
+    for cell in cells:
+        gid = cell["id"]
+        ns = {"__name__": "__main__", **cell.get("values", {}), **FIXED}
+        buf = io.StringIO()
+        res = {"id": gid, "passed": True, "stdout": "", "ename": "", "evalue": "", "traceback": []}
+        try:
+            code = compile(cell["source"], f"<test cell {gid}>", "exec")
+            with contextlib.redirect_stdout(buf):
+                exec(code, ns)
+        except BaseException as exc:     # an assertion, a NameError for a missing answer, ...
+            res.update(passed=False, ename=type(exc).__name__, evalue=str(exc))
+            if isinstance(exc, NameError):
+                name = getattr(exc, "name", None)
+                why = cell.get("skipped", {}).get(name) or cell.get("problem")
+                if why:
+                    res["evalue"] += f" ({why})"
+            frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                      if f.filename == f"<test cell {gid}>"]
+            lines = cell["source"].splitlines()
+            res["traceback"] = (["Checked by the grader, outside your kernel:"]
+                                + [f"  line {f.lineno}: {lines[f.lineno - 1].strip()}"
+                                   for f in frames if 0 < f.lineno <= len(lines)]
+                                + [f"{res['ename']}: {res['evalue']}"])
+        res["stdout"] = buf.getvalue()[-5000:]
+        out.append(res)
+    return out
+
+
+def check_main() -> int:
+    """`python -I -m hpclab.grading.pipeline check`: JSON cells on stdin, JSON results on stdout."""
+    cells = json.loads(sys.stdin.read())
+    # the results alone on stdout: whatever a test or a process it starts prints goes to stderr
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    results = check_cells(cells)
+    out.write(json.dumps(results))
+    out.flush()
+    return 0
+
+
+def apply(cell, result: dict) -> None:
+    """Write the grader's outcome into a test cell's outputs (what nbgrader scores and shows)."""
+    from nbformat.v4 import new_output
+
+    outputs = []
+    if result["stdout"]:
+        outputs.append(new_output("stream", name="stdout", text=result["stdout"]))
+    if not result["passed"]:
+        outputs.append(new_output("error", ename=result["ename"], evalue=result["evalue"],
+                                  traceback=result["traceback"]))
+    cell.outputs = outputs
+    cell.execution_count = None
+
+
+# --- the nbgrader preprocessor ----------------------------------------------------------------------
+
+def _execute_class():
+    from nbclient.exceptions import DeadKernelError
+    from nbformat.v4 import new_code_cell, new_output
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import Execute
+    from traitlets import Bool, Integer
+
+    from hpclab.grading import sandbox
+
+    defaults = sandbox.Limits()
+
+    class SandboxExecute(Execute):
+        """nbgrader's Execute, with the kernel in hpclab's sandbox and test cells checked
+        outside it (see hpclab.grading.answers)."""
+
+        memory_mb = Integer(defaults.memory_mb, help="memory of a submission's sandbox (MiB)").tag(config=True)
+        cpu_seconds = Integer(defaults.cpu_seconds, help="CPU seconds per process").tag(config=True)
+        processes = Integer(defaults.processes, help="tasks of the sandbox user (RLIMIT_NPROC)").tag(config=True)
+        file_size_mb = Integer(defaults.file_size_mb, help="largest file written (MiB)").tag(config=True)
+        open_files = Integer(defaults.open_files, help="open files per process").tag(config=True)
+        wall_seconds = Integer(defaults.wall_seconds, help="wall-clock bound per submission (s)").tag(config=True)
+        scratch_mb = Integer(defaults.scratch_mb, help="tmpfs HOME/TMPDIR (MiB)").tag(config=True)
+        unconfined = Bool(False, help="run the kernel without a sandbox (the instructor's own "
+                                      "notebooks only)").tag(config=True)
+
+        def limits(self) -> "sandbox.Limits":
+            return sandbox.Limits(**{f: getattr(self, f) for f in
+                                     (x.name for x in __import__("dataclasses").fields(sandbox.Limits))})
+
+        def preprocess(self, nb, resources, km=None):
+            os.environ[sandbox.ENV] = self.limits().to_env(self.unconfined)
+            self._answers, self._dead = {}, None
+            nb, resources = super().preprocess(nb, resources, km=km)
+            tests = [c for c in nb.cells if test_cell(c)]
+            if tests:
+                results = self._check(tests, resources)
+                for cell in tests:
+                    apply(cell, results[cell.metadata["nbgrader"]["grade_id"]])
+            return nb, resources
+
+        def preprocess_cell(self, cell, resources, index):
+            self._check_assign_resources(resources)
+            if self._dead and cell.cell_type == "code":
+                if not test_cell(cell):
+                    cell.outputs = [new_output("error", ename="KernelDied", evalue=self._dead,
+                                               traceback=[f"not run: {self._dead}"])]
+                return cell, self.resources
+            if test_cell(cell):
+                # not run in the kernel: only the values of the names it reads are asked for
+                gid = cell.metadata["nbgrader"]["grade_id"]
+                try:
+                    names = free_names(cell.source)
+                except SyntaxError:
+                    names = []
+                probe = new_code_cell(probe_code(names))
+                try:
+                    self.execute_cell(probe, index, store_history=False)
+                except DeadKernelError:
+                    self._dead = "the kernel died (a resource limit of the sandbox?)"
+                self.nb.cells[index] = cell      # nbclient stores the cell it ran at its index
+                self._answers[gid] = read_record(probe.outputs)
+                cell.outputs = []
+                return cell, self.resources
+            try:
+                cell = self.execute_cell(cell, index, store_history=True)
+            except DeadKernelError:
+                self._dead = "the kernel died (a resource limit of the sandbox?)"
+                cell.outputs.append(new_output("error", ename="KernelDied", evalue=self._dead,
+                                               traceback=[f"KernelDied: {self._dead}"]))
+            return cell, self.resources
+
+        def _submission(self, resources) -> Path:
+            nbg = resources.get("nbgrader", {})
+            coursedir = CourseDirectory(config=self.config)
+            path = Path(coursedir.format_path(coursedir.submitted_directory, nbg.get("student", "."),
+                                              nbg.get("assignment", "."))).resolve()
+            if not path.is_dir():
+                path = Path(resources.get("metadata", {}).get("path") or ".").resolve()
+            return path
+
+        def _check(self, tests, resources) -> dict:
+            lab_dir = self._submission(resources)
+            cells = [dict(self._answers.get(c.metadata["nbgrader"]["grade_id"],
+                                            {"values": {}, "skipped": {}, "problem": "the cell was not reached"}),
+                          id=c.metadata["nbgrader"]["grade_id"], source=c.source) for c in tests]
+            results = check(cells, lab_dir, self.limits(), self.unconfined)
+            return {r["id"]: r for r in results}
+
+    return SandboxExecute
+
+
+def check(cells: list[dict], lab_dir: Path, limits, unconfined: bool = False) -> list[dict]:
+    """Run `check_cells` in a fresh Python process: in a sandbox that sees the submission
+    read-only (or, unconfined, directly in lab_dir). Raises RuntimeError when the check itself
+    fails (the grader's problem, not the student's)."""
+    import subprocess
+
+    from hpclab.grading import sandbox
+
+    command = [sys.executable, "-I", "-m", "hpclab.grading.pipeline", "check"]
+    stdin = json.dumps(cells)
+    if unconfined:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        proc = subprocess.run(command, input=stdin, capture_output=True, text=True, cwd=lab_dir,
+                              env=env, timeout=limits.wall_seconds)
+    else:
+        # a copy of the submission as collected, read-only (readable by the sandbox's user
+        # whatever the modes in the zip were)
+        with sandbox.Sandbox(limits, workdir=lab_dir, writable=False) as box:
+            proc = box.run(command, stdin=stdin)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the grader's check of {lab_dir} failed (exit {proc.returncode}): "
+                           + "\n".join(proc.stderr.strip().splitlines()[-8:]))
+    return json.loads(proc.stdout)
+
+
+def __getattr__(name):
+    # nbgrader imports the preprocessor by name from nbgrader_config.py; nbgrader itself is only
+    # imported then (a student's kernel imports this module without it)
+    if name == "SandboxExecute":
+        cls = _execute_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)

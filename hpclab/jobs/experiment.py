@@ -1,0 +1,565 @@
+"""Run experiments: validate specs, write run folders, submit to Slurm, wait, read results.
+
+This is what notebooks call:
+
+    from hpclab.jobs import experiment
+    from hpclab.spec import model as spec
+    specs = spec.sweep(spec.make_spec(kernel="stream", ntasks=1, args={"size": 2_000_000}),
+                       {"binding.cpu_bind": ["cores", "none"], "omp.num_threads": [1, 2]})
+    runs = experiment.run(specs)          # progress bar; raises HpclabError if a job fails
+    df = hpclab.runs.folder.load("stream")       # or runs[0].table()
+
+Every spec is checked against its site before the first job is submitted, so a bad sweep
+submits nothing. A spec with repetitions R becomes R jobs (R run folders). Ctrl-C while waiting
+cancels the jobs still queued or running (scancel) and marks their folders cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpclab.core import paths
+from hpclab.site import slurm
+from hpclab.spec import checks as spec_checks
+from hpclab.jobs import templates
+from hpclab.site import profile as site_mod
+from hpclab.core.errors import HpclabError
+from hpclab.jobs.progress import JobProgress
+from hpclab.runs.folder import RunFolder, run_table
+from hpclab.spec.model import Spec, make_spec
+
+STDERR_LINES = 12
+
+
+@dataclass
+class Run:
+    """One submitted job and its run folder."""
+
+    folder: RunFolder
+    spec: Spec
+
+    @property
+    def path(self) -> Path:
+        return self.folder.path
+
+    @property
+    def run_id(self) -> str:
+        return self.folder.run_id
+
+    @property
+    def job_id(self) -> str | None:
+        return self.folder.status().get("job_id")
+
+    @property
+    def state(self) -> str:
+        """pending, running, completed, failed, timeout or cancelled (as last recorded)."""
+        return self.folder.status()["state"]
+
+    def __repr__(self) -> str:
+        st = self.folder.status()
+        return f"<Run {self.folder.experiment}/{self.run_id} job {st.get('job_id')} {st['state']}>"
+
+    def result(self) -> dict:
+        """The kernel's JSON report (docs/kernel-contract.md) of a completed run."""
+        if self.state != "completed":
+            raise_for_failures([self])
+        return self.folder.result()
+
+    def table(self):
+        """This run's tidy rows (hpclab.runs.parse.parse_run) with run and spec columns."""
+        if self.state != "completed":
+            raise_for_failures([self])
+        return run_table(self.folder)
+
+    def wait(self, timeout: float | None = None, progress: bool = False) -> "Run":
+        wait_for([self], timeout=timeout, progress=progress)
+        return self
+
+    @classmethod
+    def open(cls, ref: str | Path) -> "Run":
+        """A Run from a run folder path or id (see RunFolder.open)."""
+        folder = RunFolder.open(ref)
+        return cls(folder, make_spec(folder.spec(), source=f"spec.json of {folder.path}"))
+
+
+# --- preparing and submitting -------------------------------------------------------------------
+
+
+def _git_describe() -> str:
+    try:
+        head = subprocess.run(["git", "-C", str(paths.repo()), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(paths.repo()), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown (git not available)\n"
+    return f"commit {head or 'unknown'}\nlocal changes: {'yes' if dirty else 'no'}\n"
+
+
+def _provenance_files(spec: Spec, site: site_mod.Site, repetition: int) -> dict[str, str]:
+    ompi = site_mod.store_ompi_info()
+    site_info = {
+        "site": site.name, "site_file": str(site.source), "repetition": repetition,
+        "launcher": spec.launcher or site.launcher,
+        "ompi_info": os.path.relpath(ompi, paths.runs_dir()),  # relative to the runs folder
+    }
+    return {"provenance/git.txt": _git_describe(),
+            "provenance/site.json": json.dumps(site_info, indent=2) + "\n",
+            "provenance/site.yaml": Path(site.source).read_text() if site.source else ""}
+
+
+def prepare(spec: Spec, site: site_mod.Site, repetition: int = 1, root: Path | None = None) -> Run:
+    """Create the run folder of one repetition of `spec`: spec.json, job.sh, status.json
+    (pending) and the provenance known before submission. Nothing is submitted."""
+    files = _provenance_files(spec, site, repetition)
+    folder = RunFolder.create(
+        spec.experiment, spec.to_dict(), root=root, extra=files,
+        job_script=lambda f: templates.render(spec, site, f.path))
+    folder.set_status("pending", repetition=repetition, site=site.name)
+    return Run(folder, spec)
+
+
+def submit(run: Run) -> Run:
+    """sbatch the run's job.sh; record the job id (or mark the run failed and raise)."""
+    try:
+        job_id = slurm.sbatch(run.folder.job_sh)
+    except HpclabError as exc:
+        run.folder.set_status("failed", reason=f"sbatch failed: {exc.what}")
+        raise
+    run.folder.set_status("pending", job_id=job_id)
+    return run
+
+
+def validate(specs: list[Spec]) -> list[tuple[Spec, site_mod.Site]]:
+    """Check every spec against its site; raise one HpclabError for the first bad one.
+    Returns (spec, site) pairs. Facts (sinfo, ompi_info) are gathered once per combination."""
+    sites: dict[str | None, site_mod.Site] = {}
+    facts_cache: dict[tuple, spec_checks.Facts] = {}
+    out = []
+    for i, sp in enumerate(specs):
+        if sp.site not in sites:
+            sites[sp.site] = site_mod.load_site(sp.site)
+        st = sites[sp.site]
+        key = (st.name, sp.partition, sp.kernel)
+        if key not in facts_cache:
+            facts_cache[key] = spec_checks.gather_facts(sp, st)
+        try:
+            spec_checks.check(sp, st, facts_cache[key])
+        except HpclabError as exc:
+            label = f"spec {i + 1} of {len(specs)}" if len(specs) > 1 else "the spec"
+            raise HpclabError(f"{label}: {exc.what}", exc.hint) from None
+        out.append((sp, st))
+    return out
+
+
+def run(specs: Spec | dict | list, wait: bool = True, progress: bool = True,
+        timeout: float | None = None, root: Path | None = None) -> list[Run]:
+    """Validate, prepare and submit specs; by default wait for them.
+
+    specs: a Spec, a spec dict, or a list of them. wait: block until every job ends (then raise
+    HpclabError if any failed, timed out or was cancelled). progress: show a progress bar.
+    timeout: seconds to wait before cancelling what is left (None: no limit). root: runs folder
+    (default runs/). Returns one Run per job (a spec with repetitions R gives R runs)."""
+    if os.environ.get("NBGRADER_EXECUTION"):
+        raise HpclabError("jobs are not submitted while nbgrader executes a notebook",
+                          "grade from the run data that travels with the submission (hpclab.runs.folder.load)")
+    items = specs if isinstance(specs, list) else [specs]
+    specs_v = [s if isinstance(s, Spec) else make_spec(s) for s in items]
+    if not specs_v:
+        raise HpclabError("no specs to run", "pass a Spec or a list of Specs")
+    checked = validate(specs_v)
+    runs: list[Run] = []
+    try:
+        for sp, st in checked:
+            for rep in range(1, sp.repetitions + 1):
+                runs.append(submit(prepare(sp, st, rep, root=root)))
+    except KeyboardInterrupt:
+        cancel(runs, reason="interrupted (Ctrl-C) while submitting")
+        raise HpclabError(f"interrupted: cancelled the {len(runs)} job(s) already submitted",
+                          "their run folders are kept, marked cancelled") from None
+    if wait:
+        wait_for(runs, timeout=timeout, progress=progress)
+    return runs
+
+
+# --- waiting ---------------------------------------------------------------------------------------
+
+
+_said: set[str] = set()
+
+
+def notice(key: str, text: str) -> None:
+    """Say `text` on stderr once per process and key: a fact worth knowing (accounting is down,
+    Slurm requeued a job), not a failure."""
+    if key not in _said:
+        _said.add(key)
+        print(f"hpclab: {text}", file=sys.stderr, flush=True)
+
+
+def _finish(run: Run, info: slurm.JobInfo) -> None:
+    """Record a job's end: sacct record into provenance (or a note that accounting was
+    unavailable), state/exit code/reason into status."""
+    state, reason = info.state, ("" if info.state == "completed" else info.reason)  # no stale "BeginTime"
+    if state == "completed" and not run.folder.result_json.is_file():
+        state, reason = "failed", "the job ended with exit code 0 but the kernel wrote no result.json"
+    extra: dict = {}
+    try:
+        records = slurm.sacct_records([info.job_id])
+        if records and not (run.folder.provenance / "sacct.json").exists():
+            run.folder.write("provenance/sacct.json", json.dumps(records, indent=2) + "\n")
+    except slurm.AccountingUnavailable as exc:
+        # Jobs run without accounting; the state came from squeue/scontrol. Say so once.
+        extra["accounting"] = "unavailable"
+        if not (run.folder.provenance / "accounting.txt").exists():
+            run.folder.write("provenance/accounting.txt",
+                             f"accounting unavailable when the job ended: {exc.what}\n"
+                             f"state, exit code and nodes were taken from {info.source}\n")
+        notice("accounting", f"{exc.what}; job states come from squeue/scontrol and each run's "
+                             "provenance/accounting.txt says so (`hpclab cluster up` restarts accounting)")
+    if info.nodes:  # a job cancelled while pending has none
+        extra["nodes"] = info.nodes
+    if state == "failed" and (info.slurm_state == "OUT_OF_MEMORY" or memory_killed(run)):
+        reason = oom_reason(run, info)
+    elif state in ("failed", "cancelled") or info.slurm_state == "NODE_FAIL":
+        try:
+            trouble = slurm.node_trouble(info.nodes)
+        except HpclabError:
+            trouble = {}
+        if trouble:  # the job died with a node: say which, and what brings it back
+            extra["failed_nodes"] = sorted(trouble)
+            reason = ("node failure: " + ", ".join(f"{n} is {st}" for n, st in sorted(trouble.items()))
+                      + f"; the job ended {info.slurm_state}"
+                      + (f" ({reason})" if reason else "")
+                      + ". `hpclab cluster up` returns the node to service (elsewhere: tell the admins); "
+                        "then run again")
+    run.folder.set_status(state, slurm_state=info.slurm_state, exit_code=info.exit_code,
+                          reason=reason, elapsed=info.elapsed, **extra)
+
+
+def memory_use(job_id: str) -> tuple[float | None, float | None]:
+    """(asked, used) memory of a job in MB: what Slurm granted it (ReqMem) and the largest
+    resident size any of its steps reached (MaxRSS, sampled by Slurm's accounting, so a peak
+    between two samples may be missed). None where accounting does not say."""
+    try:
+        records = slurm.sacct_records([job_id])
+    except slurm.AccountingUnavailable:
+        return None, None
+    asked = next((slurm.mem_mb(r["ReqMem"]) for r in records if r["JobIDRaw"] == str(job_id)), None)
+    used = [m for m in (slurm.mem_mb(r["MaxRSS"]) for r in records) if m is not None]
+    return asked, (max(used) if used else None)
+
+
+# slurmstepd's words when a step goes over its job's memory: the accounting-based kill
+# (JobAcctGatherParams=OverMemoryKill) prints used and allowed bytes, the cgroup OOM killer a count.
+_OVER_MEMORY = re.compile(r"exceeded memory limit \((\d+) > (\d+)\)")
+_OOM_WORDS = ("Exceeded job memory limit", "oom-kill event", "Out Of Memory")
+
+
+def memory_killed(run: Run) -> tuple[float, float] | bool:
+    """Did Slurm kill the run's job for its memory? (used MB, limit MB) when slurmstepd said how
+    much (the largest report), True when it only said that it did, False otherwise. A job
+    script that goes on after its step was killed ends FAILED, not OUT_OF_MEMORY, so the
+    stderr Slurm writes into the run folder is the record."""
+    err = run.folder.stderr.read_text(errors="replace") if run.folder.stderr.is_file() else ""
+    found = [(int(u) / 2 ** 20, int(lim) / 2 ** 20) for u, lim in _OVER_MEMORY.findall(err)]
+    if found:
+        return max(found)
+    return any(w in err for w in _OOM_WORDS)
+
+
+def oom_reason(run: Run, info: slurm.JobInfo) -> str:
+    """The reason of a run Slurm ended for its memory: 'ran out of memory: asked N MB, used about
+    M MB' and what to do."""
+    asked, used = memory_use(info.job_id)
+    killed = memory_killed(run)
+    if isinstance(killed, tuple):  # slurmstepd's own numbers: the sample that crossed the limit
+        used, asked = killed[0], asked or killed[1]
+    elif killed and used is None and asked is None:
+        asked = None  # filled from the spec below
+    sp = run.spec
+    if asked is None and getattr(sp, "mem", None):
+        asked = float(sp.mem)
+    elif asked is None and getattr(sp, "mem_per_cpu", None):
+        asked = float(sp.mem_per_cpu) * sp.ntasks * sp.cpus_per_task
+    a = f"{asked:.0f} MB" if asked is not None else "the site's default"
+    if used is not None and (asked is None or used >= asked * 0.9):
+        u = f"used about {used:.0f} MB"
+    elif asked is not None:  # the memory cgroup stopped it at the limit, before a sample saw more
+        u = f"used about {asked:.0f} MB, all of it (the kernel's out-of-memory killer stopped it at the limit)"
+    else:
+        u = "Slurm recorded no usage sample"
+    return (f"ran out of memory: asked {a}, {u}; Slurm killed the job at its limit. Ask for more "
+            f"with mem: or mem_per_cpu: in the spec, or make the problem smaller")
+
+
+def _requeued(run: Run, info: slurm.JobInfo, st: dict) -> None:
+    """Slurm took a started job back to the queue (node failure, controller restart, failed
+    launch): record it in the status history with Slurm's Restarts count and say so once."""
+    full = slurm.scontrol_job(info.job_id)
+    restarts = full.restarts if full and full.restarts is not None else None
+    reason = (full.reason if full else "") or info.reason
+    try:
+        trouble = slurm.node_trouble(st.get("nodes", ""))
+    except HpclabError:
+        trouble = {}
+    extra = {"failed_nodes": sorted(trouble)} if trouble else {}
+    if trouble:  # Slurm requeued the job because a node of it failed (JobRequeue)
+        restarts = restarts if restarts is not None else (st.get("restarts") or 0) + 1
+        text = ("Slurm requeued job " + info.job_id + " after a node failure: "
+                + ", ".join(f"{n} is {s}" for n, s in sorted(trouble.items()))
+                + f" (reason: {reason or 'none given'}, restarts: {restarts}); it waits until enough nodes are "
+                  "up: `hpclab cluster up` returns the node to service (elsewhere: tell the admins)")
+    elif restarts is not None and restarts <= (st.get("restarts") or 0):
+        # Not a requeue Slurm counted: the controller lost the job's start (restarted from a
+        # state saved before the job started) and killed the instance the node still ran.
+        text = (f"Slurm put job {info.job_id} back in the queue and will start it again: the controller "
+                f"no longer knew it had started (a slurmctld restart from a state saved before the start; "
+                f"reason: {reason or 'none given'}, restarts: {restarts})")
+    else:
+        restarts = restarts if restarts is not None else (st.get("restarts") or 0) + 1
+        text = f"Slurm requeued job {info.job_id} (reason: {reason or 'none given'}, restarts: {restarts})"
+    if reason == slurm.HELD_AFTER_FAILED_LAUNCH:
+        text += ("; it stays held until released: `hpclab cluster up` resumes the node and releases it "
+                 "(elsewhere: `scontrol release " + info.job_id + "` once the node is back)")
+    run.folder.set_status("pending", reason=text, restarts=restarts, requeued=True, **extra)
+    notice(f"requeue-{info.job_id}-{restarts}", text + "; hpclab keeps waiting")
+
+
+def _lost(run: Run, st: dict) -> None:
+    """Slurm no longer knows a job it had started: squeue, scontrol and the accounting have no
+    record of it. The controller was restarted from a state saved before it recorded the job
+    (slurmctld saves at most every 5 s) and had the node kill the orphan; its job id may even be
+    given to the next job. Submit the run's job script again, keep what the lost attempt wrote
+    (stdout/stderr renamed, never overwritten) and say so."""
+    old = run.job_id
+    for f in (run.folder.stdout, run.folder.stderr):
+        if f.exists():
+            f.rename(f.with_name(f"{f.name}.lost-job-{old}"))
+    text = (f"Slurm lost job {old}: slurmctld restarted from a state saved before it recorded the job "
+            "(it saves its state at most every 5 s) and the node killed the orphan")
+    run.folder.set_status("pending", reason=text + "; hpclab submits the job script again",
+                          lost_jobs=[*st.get("lost_jobs", []), old], requeued=True)
+    submit(run)
+    notice(f"lost-{old}", f"{text}; submitted again as job {run.job_id}, hpclab keeps waiting")
+
+
+def refresh(runs: list[Run]) -> list[Run]:
+    """Ask Slurm once about every run that has not ended and record what changed: a new state,
+    nodes, a requeue (running -> pending, with Slurm's Restarts count) or the end."""
+    live = [r for r in runs if r.state not in slurm.TERMINAL and r.job_id]
+    if live:
+        infos = slurm.job_states([r.job_id for r in live])
+        for r in live:
+            info = infos.get(r.job_id)
+            if info is None:
+                continue
+            st = r.folder.status()
+            if info.done:
+                _finish(r, info)
+            elif info.slurm_state == "UNKNOWN" and st["state"] == "running":
+                _lost(r, st)  # a running job is always visible: Slurm forgot it
+            elif info.state == "pending" and st["state"] == "running":
+                _requeued(r, info, st)
+            elif info.state != st["state"] or (info.nodes and info.nodes != st.get("nodes")) or (
+                    info.state == "pending" and info.reason != st.get("reason") and not st.get("requeued")):
+                extra = {"nodes": info.nodes} if info.nodes else {}
+                r.folder.set_status(info.state, reason=info.reason, **extra)
+    return runs
+
+
+def _last_words(run: Run, info: slurm.JobInfo | None) -> str:
+    """What Slurm last said about a run's job, in words, for a message that stops waiting."""
+    if info is None:
+        return f"{run.state} (Slurm did not answer)"
+    text = info.describe()
+    if info.state == "pending" and info.reason == slurm.HELD_AFTER_FAILED_LAUNCH:
+        text += ": Slurm holds it after a failed launch; `hpclab cluster up` resumes the node and releases it"
+    elif run.folder.status().get("failed_nodes"):
+        text += (f", after Slurm requeued it when node(s) {', '.join(run.folder.status()['failed_nodes'])} failed; "
+                 "`hpclab cluster up` returns them to service")
+    elif run.folder.status().get("requeued"):
+        text += ", after Slurm requeued it"
+    return text
+
+
+def cancel(runs: list[Run], reason: str = "cancelled by hpclab") -> None:
+    """scancel every run that has not ended and mark it cancelled."""
+    live = [r for r in runs if r.state not in slurm.TERMINAL]
+    slurm.scancel([r.job_id for r in live if r.job_id])
+    for r in live:
+        r.folder.set_status("cancelled", reason=reason)
+
+
+class _DrainWatch:
+    """Stops the wait when no node can ever start the pending jobs: every node of their partition
+    drained (Slurm drains a node after a failed launch, and only a person resumes it). Asks
+    Slurm every CHECK seconds and gives up once it has seen that for GRACE seconds, so a node
+    an admin or `hpclab cluster up` is resuming right now is not mistaken for a lost one."""
+
+    CHECK, GRACE = 10.0, 30.0
+
+    def __init__(self):
+        self.next_check = time.monotonic() + self.CHECK
+        self.since: float | None = None
+
+    def cancel_if_no_node_can_start(self, runs: list[Run]) -> bool:
+        now = time.monotonic()
+        if now < self.next_check:
+            return False
+        self.next_check = now + self.CHECK
+        pending = [r for r in runs if r.state == "pending" and r.job_id]
+        try:
+            drained = slurm.drained_partition(pending[0].job_id) if pending else {}
+        except HpclabError:
+            drained = {}
+        if not drained:
+            self.since = None
+            return False
+        self.since = self.since or now
+        if now - self.since < self.GRACE:
+            return False
+        nodes = ", ".join(f"{n} is {s}" for n, s in sorted(drained.items()))
+        live = [r for r in runs if r.state not in slurm.TERMINAL]
+        slurm.scancel([r.job_id for r in live if r.job_id])
+        for r in live:
+            r.folder.set_status(
+                "cancelled", reason=f"no node can start the job: every node of its partition is drained ({nodes}); "
+                "Slurm drains a node after a failed launch and keeps it so until someone resumes it: "
+                "`hpclab cluster up` does on the embedded cluster (the node's slurmd log says what failed), "
+                "elsewhere ask the admins; hpclab cancelled the job")
+        return True
+
+
+def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = True,
+             poll: float = 0.5) -> list[Run]:
+    """Wait until every run's job has ended, updating status.json and a progress bar.
+
+    timeout: seconds (None: no limit); when it passes, the remaining jobs are cancelled and
+    marked cancelled, the reason saying what Slurm last reported (pending and why, running,
+    requeued); "timeout" is kept for Slurm's own time limit. A job Slurm requeues is followed,
+    not given up (see refresh). Ctrl-C cancels the remaining jobs. Raises HpclabError naming every run that
+    did not complete (state, exit code, reason, last stderr lines, folder)."""
+    start = time.monotonic()
+    stuck = _DrainWatch()
+    bar = JobProgress(len(runs), desc=runs[0].spec.experiment if runs else "jobs", enabled=progress)
+    try:
+        while True:
+            refresh(runs)
+            statuses = [r.folder.status() for r in runs]
+            bar.update([st["state"] for st in statuses], [st.get("nodes", "") for st in statuses])
+            if all(r.state in slurm.TERMINAL for r in runs):
+                break
+            if stuck.cancel_if_no_node_can_start(runs):
+                break
+            if timeout is not None and time.monotonic() - start > timeout:
+                # Not a Slurm timeout: say what the job was doing when hpclab gave up on it.
+                live = [r for r in runs if r.state not in slurm.TERMINAL]
+                try:
+                    last = slurm.job_states([r.job_id for r in live if r.job_id])
+                except HpclabError:
+                    last = {}
+                slurm.scancel([r.job_id for r in live if r.job_id])
+                for r in live:
+                    r.folder.set_status(
+                        "cancelled", stopped_waiting=timeout,
+                        reason=f"hpclab stopped waiting after {timeout:g} s and cancelled the job; it was "
+                               f"{_last_words(r, last.get(r.job_id or ''))}")
+                break
+            time.sleep(poll)
+            poll = min(poll * 1.3, 3.0)
+    except KeyboardInterrupt:
+        cancel(runs, reason="interrupted (Ctrl-C) while waiting")
+        bar.close()
+        raise HpclabError(f"interrupted: cancelled the jobs that had not finished ({len(runs)} run(s) in total)",
+                          "their run folders are kept, marked cancelled; run again when ready") from None
+    bar.close()
+    raise_for_failures(runs)
+    return runs
+
+
+wait = wait_for  # the name notebooks use: experiment.wait(runs)
+
+
+def run_and_explain(specs: Spec | dict | list, timeout: float | None = None) -> list[Run]:
+    """run(specs) for a run that is meant to fail (a notebook cell that lets the learner meet a
+    failure on purpose): print hpclab's message for every run that did not complete instead of
+    raising, and return the runs."""
+    runs = run(specs, wait=False, progress=False)
+    try:
+        wait_for(runs, timeout=timeout, progress=False)
+    except HpclabError as exc:
+        print(exc)
+    else:
+        print(f"all {len(runs)} run(s) completed")
+    return runs
+
+
+def run_again_if_startup_crashed(specs: list, timeout: float | None = None, progress: bool = True) -> list[Run]:
+    """run(specs), and submit once more exactly the runs that died inside MPI_Init (see
+    died_in_mpi_startup); their failed folders stay as they are. Any other failure raises as run
+    does. Returns the completed runs, one per job."""
+    runs = run(specs, wait=False, progress=progress)
+    try:
+        wait_for(runs, timeout=timeout, progress=progress)
+    except HpclabError:
+        failed = [r for r in runs if r.state != "completed"]
+        if not all(died_in_mpi_startup(r) for r in failed):
+            raise
+        runs = [r for r in runs if r.state == "completed"] + run(
+            [r.spec for r in failed], progress=progress, timeout=timeout)
+    return runs
+
+
+def died_in_mpi_startup(run: Run) -> bool:
+    """Did the run's program die from a signal before the kernel printed its first line
+    (`arguments = ...`, written right after MPI_Init)? Then the crash is in the MPI library's
+    start-up, not in the kernel: with Open MPI 4.1.4 on oversubscribed virtual nodes a rank
+    now and then segfaults inside MPI_Init (core dump: a TCP BTL fragment handed to a NULL
+    callback), in about 1 traced 8-rank run in 25 here."""
+    if run.state != "failed":
+        return False
+    out = run.folder.stdout.read_text(errors="replace") if run.folder.stdout.is_file() else ""
+    err = run.folder.stderr.read_text(errors="replace") if run.folder.stderr.is_file() else ""
+    started = any(line.startswith("arguments =") for line in out.splitlines())
+    return not started and ("Segmentation fault" in err or "Signal: " in err)
+
+
+def raise_for_failures(runs: list[Run]) -> None:
+    """Raise HpclabError describing every run not completed; return None if all completed."""
+    bad = [r for r in runs if r.state != "completed"]
+    if not bad:
+        return
+    parts = []
+    for r in bad:
+        st = r.folder.status()
+        tail = r.folder.tail("stderr", STDERR_LINES)
+        parts.append(
+            f"run {r.folder.experiment}/{r.run_id} (job {st.get('job_id')}): state {st['state']}"
+            f"{' (Slurm ' + st['slurm_state'] + ')' if st.get('slurm_state') else ''}, "
+            f"exit code {st.get('exit_code')}, reason: {st.get('reason') or 'none given'}"
+            + (f"\n  last lines of stderr:\n    " + tail.replace("\n", "\n    ") if tail else "")
+            + ("\n  diagnosis: the program died inside MPI_Init, before the kernel printed anything: "
+               "a crash in Open MPI's start-up (rare, seen on oversubscribed virtual nodes), "
+               "not in your spec or the kernel; submit the same spec again"
+               if died_in_mpi_startup(r) else "")
+            + f"\n  run folder: {r.path}")
+    what = f"{len(bad)} of {len(runs)} run(s) did not complete:\n" + "\n".join(parts)
+    sts = [r.folder.status() for r in bad]
+    if all(st.get("stopped_waiting") for st in sts):
+        hint = ("hpclab gave up waiting, Slurm did not fail the job: give it more time (timeout=...), or "
+                "look at `squeue`/`hpclab cluster status` if it was pending for a reason that will not pass")
+    elif all(str(st.get("reason", "")).startswith("no node can start") for st in sts):
+        hint = ("resume the drained node (`hpclab cluster up` on the embedded cluster), then run again: "
+                "runs that completed are kept")
+    elif all(str(st.get("reason", "")).startswith("ran out of memory") for st in sts):
+        hint = "ask for more memory (spec field mem or mem_per_cpu) or make the problem smaller"
+    else:
+        hint = "read stderr and job.sh in the run folder; fix the spec and run again"
+    raise HpclabError(what, hint)

@@ -1,0 +1,191 @@
+"""Render a Spec into a readable Slurm batch script from the Jinja2 templates in slurm-templates/.
+
+The template search path is $HPCLAB_TEMPLATES (a ':'-separated list of folders, searched first,
+so an instructor can override any template) followed by the repository's slurm-templates/. Each
+kernel has `<kernel>.sh.j2` extending the shared `preamble.sh.j2`. Python computes everything
+that depends on the spec (the sorted #SBATCH lines, the environment, the launch command) and the
+templates lay it out under fixed section comments (# resources, # environment, # run). Required
+directives (job name, output and error paths, ntasks, time) are added after rendering only when
+an overriding template left them out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+
+import jinja2
+
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
+from hpclab.site.profile import Site
+from hpclab.spec.model import Spec
+
+REQUIRED = ("job-name", "output", "error", "ntasks", "time")
+
+
+def template_dirs() -> list[Path]:
+    """Folders searched for templates, first match wins: $HPCLAB_TEMPLATES entries, then
+    the repository's slurm-templates/."""
+    extra = [Path(p) for p in os.environ.get("HPCLAB_TEMPLATES", "").split(os.pathsep) if p]
+    return extra + [paths.templates_dir()]
+
+
+def _environment(dirs: list[Path]) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=False, autoescape=False)
+    env.filters["q"] = lambda v: shlex.quote(str(v))
+    return env
+
+
+def sbatch_options(spec: Spec, site: Site, run_dir: Path) -> dict[str, str]:
+    """#SBATCH options as {long option name: value} ('' for a bare flag)."""
+    opts = {
+        "job-name": f"hpclab-{spec.experiment}",
+        "output": str(run_dir / "stdout"),
+        "error": str(run_dir / "stderr"),
+        "open-mode": "append",  # a hand-submitted rerun adds to stdout/stderr instead of erasing them
+        "nodes": str(spec.nodes),
+        "ntasks": str(spec.ntasks),
+        "cpus-per-task": str(spec.cpus_per_task),
+        "time": spec.time,
+        "partition": spec.partition or site.default_partition,
+    }
+    if spec.ntasks_per_node:
+        opts["ntasks-per-node"] = str(spec.ntasks_per_node)
+    if spec.oversubscribe:
+        opts["overcommit"] = ""
+    if getattr(spec, "mem", None):  # MB per node; Slurm's default per CPU applies otherwise
+        opts["mem"] = f"{spec.mem}M"
+    if getattr(spec, "mem_per_cpu", None):
+        opts["mem-per-cpu"] = f"{spec.mem_per_cpu}M"
+    for key in ("account", "qos", "constraint"):
+        if getattr(site, key):
+            opts[key] = str(getattr(site, key))
+    opts.update({k: str(v) for k, v in site.extra_sbatch.items()})
+    return opts
+
+
+def _sbatch_line(key: str, value: str) -> str:
+    return f"#SBATCH --{key}" if value == "" else f"#SBATCH --{key}={shlex.quote(value)}"
+
+
+def job_environment(spec: Spec, site: Site | None = None) -> dict[str, str]:
+    """Variables exported in the job script: the site's env, OpenMP settings, OMPI_MCA_<name>
+    for each MCA selection (read by Open MPI under srun and mpirun alike), the spec's env."""
+    env = dict(site.env) if site is not None else {}
+    if spec.oversubscribe:
+        env["OMPI_MCA_mpi_yield_when_idle"] = "1"  # ranks sharing a core must not busy-poll
+    env.update(spec.omp.env())
+    env.update({f"OMPI_MCA_{k}": v for k, v in spec.mca.items()})
+    env.update(spec.env)
+    return dict(sorted(env.items()))
+
+
+def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Path | None = None,
+                lib_dir: Path | None = None) -> list[str]:
+    """The launch command as shell words (already quoted where needed): launcher and binding
+    options, the numactl prefix, the kernel and its arguments, --json into the run folder."""
+    bin_dir = bin_dir or paths.bin_dir()
+    lib_dir = lib_dir or paths.lib_dir()
+    launcher = spec.launcher or site.launcher
+    b = spec.binding
+    trace_env = [f"LD_PRELOAD={shlex.quote(str(lib_dir / 'libmpitrace.so'))}",
+                 f"MPITRACE_DIR={out_dir}/trace"] if spec.trace else []
+    if launcher == "srun":
+        words = ["srun", f"--mpi={site.srun_mpi}", f"--cpus-per-task={spec.cpus_per_task}",
+                 "--cpu-bind=" + ("verbose," + b.cpu_bind if b.cpu_bind else "verbose")]
+        if spec.oversubscribe:
+            words.append("--overcommit")
+        if b.distribution:
+            words.append(f"--distribution={shlex.quote(b.distribution)}")
+        if b.hint:
+            words.append(f"--hint={b.hint}")
+        if trace_env:  # only the kernel gets the tracer, not the script's own commands
+            words.append("--export=ALL," + ",".join(trace_env))
+    else:
+        words = ["mpirun", "-np", '"$SLURM_NTASKS"'] + (["--oversubscribe"] if spec.oversubscribe else [])
+        for flag, value in (("--map-by", b.map_by), ("--rank-by", b.rank_by), ("--bind-to", b.bind_to)):
+            if value:
+                words += [flag, shlex.quote(value)]
+        if b.report_bindings:
+            words.append("--report-bindings")
+        # mpirun forwards OMPI_MCA_* by itself; everything else must be named with -x
+        for name in job_environment(spec, site):
+            if not name.startswith("OMPI_MCA_"):
+                words += ["-x", name]
+        for item in trace_env:
+            words += ["-x", item]
+    if spec.numactl is not None and spec.numactl.argv():
+        words.append(" ".join(spec.numactl.argv()))  # one word: the wrapper stays on one line
+    words.append(shlex.quote(str(bin_dir / spec.kernel)))
+    words += [shlex.quote(a) for a in spec.args.to_argv()]
+    words.append(f"--json {out_dir}/result.json")
+    return words
+
+
+def _wrap(words: list[str], width: int = 96) -> str:
+    """Join shell words into lines of at most ~width characters with ' \\' continuations."""
+    lines, cur = [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur + " \\")
+            cur = "    " + w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return "\n".join(lines + [cur])
+
+
+def _ensure_required(text: str, options: dict[str, str]) -> str:
+    """Add REQUIRED #SBATCH directives a template left out, then keep the block sorted."""
+    present = set(re.findall(r"^#SBATCH\s+--([a-z-]+)", text, flags=re.M))
+    missing = [_sbatch_line(k, options[k]) for k in REQUIRED if k not in present and k in options]
+    if not missing:
+        return text
+    lines = text.splitlines(keepends=True)
+    sb = [i for i, line in enumerate(lines) if line.startswith("#SBATCH")]
+    if sb:  # merge into the first contiguous block of #SBATCH lines, sorted
+        start = end = sb[0]
+        while end + 1 < len(lines) and lines[end + 1].startswith("#SBATCH"):
+            end += 1
+        block = sorted([ln.rstrip("\n") for ln in lines[start:end + 1]] + missing)
+        lines[start:end + 1] = [ln + "\n" for ln in block]
+    else:  # after the shebang (Slurm reads #SBATCH lines only before the first command)
+        at = 1 if lines and lines[0].startswith("#!") else 0
+        lines[at:at] = ["# resources\n"] + [ln + "\n" for ln in sorted(missing)]
+    return "".join(lines)
+
+
+def render(spec: Spec, site: Site, run_dir: Path, bin_dir: Path | None = None,
+           lib_dir: Path | None = None, dirs: list[Path] | None = None) -> str:
+    """The batch script for `spec` on `site`, writing into `run_dir` (absolute path).
+    bin_dir/lib_dir default to build/bin and build/lib; dirs to template_dirs(). Returns the
+    script text; raises HpclabError when no template exists for the kernel or one is broken."""
+    dirs = dirs or template_dirs()
+    bin_dir = bin_dir or paths.bin_dir()
+    name = f"{spec.kernel}.sh.j2"
+    options = sbatch_options(spec, site, Path(run_dir))
+    launcher = spec.launcher or site.launcher
+    context = {
+        "kernel": spec.kernel, "experiment": spec.experiment, "run_id": Path(run_dir).name,
+        "template": name, "run_dir": str(run_dir), "trace": spec.trace,
+        "sbatch_lines": sorted(_sbatch_line(k, v) for k, v in options.items()),
+        "sbatch": options, "modules": list(site.modules), "env": list(job_environment(spec, site).items()),
+        "launcher": launcher, "launch": _wrap(launch_argv(spec, site, bin_dir=bin_dir, lib_dir=lib_dir)),
+        "kernel_exe": str(bin_dir / spec.kernel),
+        "binding_pattern": "cpu-bind" if launcher == "srun" else "MCW rank",
+        "spec": spec,
+    }
+    try:
+        text = _environment(dirs).get_template(name).render(**context)
+    except jinja2.TemplateNotFound as exc:
+        raise HpclabError(f"no job template {exc.name!r} in {', '.join(map(str, dirs))}",
+                          "every kernel needs slurm-templates/<kernel>.sh.j2 (and preamble.sh.j2)") from None
+    except jinja2.TemplateError as exc:
+        where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+        raise HpclabError(f"job template {name} is broken{where}: {exc}",
+                          f"fix the template; search path: {', '.join(map(str, dirs))}") from None
+    return _ensure_required(text, options)

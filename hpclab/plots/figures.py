@@ -1,0 +1,374 @@
+"""The course's figures: one function per figure, each taking tidy tables and returning a Figure.
+
+Tables come from hpclab.runs.parse (parse_run and the per-contract parsers). Figures are built with
+matplotlib's object API (no pyplot state), so they work under the Agg backend, in notebooks and
+in report scripts alike. Every figure uses the same colours (one per rank, one per transport),
+labels its axes with units, and carries a provenance footnote (run id, host, date) so a saved PNG
+still says where its numbers came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from hpclab.core.errors import HpclabError
+from hpclab.analysis.fits import hockney_fit, scaling_table
+
+# One palette for the whole course: ranks use tab20 in order; structure boxes are greys.
+_RANKS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+          "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
+          "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"]
+COLORS = {
+    "package": "#eeeeee", "numa": "#dde8dd", "core": "#f7f7f7",
+    "ideal": "0.45", "fit": "0.2",
+    # compute phases in blues, MPI phases in warm colours: the split reads at a glance
+    "compute": ["#08519c", "#3182bd", "#6baed6", "#9ecae1", "#c6dbef"],
+    "mpi": ["#d94801", "#fd8d3c", "#fdae6b", "#a63603"],
+}
+RC = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
+      "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False}
+
+
+def rank_color(rank: int) -> str:
+    """The colour of one rank, the same in every figure of the course."""
+    return _RANKS[int(rank) % len(_RANKS)]
+
+
+def new_figure(width: float = 8.0, height: float = 4.5) -> Figure:
+    """An empty Figure in the course style; width, height in inches."""
+    import matplotlib as mpl
+
+    with mpl.rc_context(RC):
+        fig = Figure(figsize=(width, height), layout="constrained")
+    fig.set_dpi(110)
+    return fig
+
+
+def _styled(ax):
+    # rc_context only applies at creation; apply the few settings that matter per Axes.
+    ax.grid(True, alpha=0.3)
+    ax.spines["top"].set_visible(False)
+    ax.spines["right"].set_visible(False)
+    ax.tick_params(labelsize=8)
+    return ax
+
+
+def provenance_of(table: pd.DataFrame | None) -> list[dict]:
+    """Provenance records of the runs behind a table: attrs["provenance"] or the run_id column."""
+    if table is None:
+        return []
+    prov = table.attrs.get("provenance")
+    if isinstance(prov, dict):
+        return [prov]
+    if isinstance(prov, list):
+        return prov
+    if "run_id" in table:
+        return [{"run_id": r} for r in pd.unique(table["run_id"])]
+    return []
+
+
+def footnote(fig: Figure, provenance=None) -> None:
+    """Write the provenance line at the bottom of fig.
+
+    provenance: dict with run_id, host, date (any may be missing), a list of such dicts, or
+    None ("provenance unknown" is written, so a figure never pretends to have a source).
+    """
+    if isinstance(provenance, dict):
+        provenance = [provenance]
+    items = []
+    for p in provenance or []:
+        parts = [f"run {p['run_id']}" if p.get("run_id") else None,
+                 p.get("host"), str(p["date"]) if p.get("date") else None]
+        items.append(", ".join(x for x in parts if x))
+    items = [i for i in items if i]
+    if not items:
+        text = "provenance unknown (not read from a run folder)"
+    elif len(items) > 3:
+        text = "; ".join(items[:3]) + f"; and {len(items) - 3} more run(s)"
+    else:
+        text = "; ".join(items)
+    fig.text(0.005, 0.004, "data: " + text, fontsize=6.5, color="0.4", ha="left", va="bottom")
+    # keep the axes clear of the footnote: constrained layout only arranges what is inside rect
+    engine = fig.get_layout_engine()
+    if engine is not None and hasattr(engine, "set"):
+        margin = min(0.2, 0.2 / fig.get_figheight())
+        engine.set(rect=(0, margin, 1, 1 - margin))
+
+
+def _need(table: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    if not isinstance(table, pd.DataFrame):
+        raise HpclabError(f"{what} needs a pandas DataFrame, got {type(table).__name__}",
+                          "pass the table returned by hpclab.runs.parse.parse_run")
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise HpclabError(f"{what} needs the column(s) {', '.join(missing)}; the table has "
+                          f"{', '.join(map(str, table.columns))}",
+                          "pass the table returned by hpclab.runs.parse.parse_run for that kernel")
+    if table.empty:
+        raise HpclabError(f"{what}: the table is empty", "check that the run produced results")
+
+
+def _size_label(nbytes: float) -> str:
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
+
+
+# ----------------------------------------------------------------------------------------------
+# Point to point: latency and bandwidth per transport with a Hockney fit
+# ----------------------------------------------------------------------------------------------
+
+def fit_transports(table: pd.DataFrame, by: str = "transport",
+                   size_range: tuple[float, float] | None = None) -> pd.DataFrame:
+    """Hockney fit per group of a pingpong table.
+
+    table: rows with bytes, t_usec and the column `by` (default "transport");
+    size_range: (min, max) bytes fitted. Returns a DataFrame (by, latency_us, bandwidth_mb_s,
+    n_points, max_rel_residual) and keeps the HockneyFit objects in .attrs["fits"].
+    """
+    _need(table, ["bytes", "t_usec", by], "fit_transports")
+    rows, fits = [], {}
+    for key, group in table.groupby(by, sort=False):
+        fit = hockney_fit(group["bytes"], group["t_usec"], size_range=size_range)
+        fits[key] = fit
+        rows.append({by: key, "latency_us": fit.latency_us, "bandwidth_mb_s": fit.bandwidth_mb_s,
+                     "n_points": len(fit.bytes),
+                     "max_rel_residual": float(np.abs(fit.relative_residuals).max())})
+    out = pd.DataFrame(rows)
+    out.attrs["fits"] = fits
+    return out
+
+
+def latency_bandwidth(table: pd.DataFrame, by: str = "transport",
+                      size_range: tuple[float, float] | None = None, provenance=None) -> Figure:
+    """Latency and bandwidth against message size, one curve per transport, with Hockney fits.
+
+    table: pingpong rows (bytes, t_usec, mbytes_per_sec, and `by`), e.g. several runs
+    concatenated, each with its own transport; size_range: (min, max) bytes for the fit.
+    Left: one-way time in microseconds (log-log) with the fitted line; middle: bandwidth in MB/s;
+    right: the fit's relative residuals in percent. Returns a Figure.
+    """
+    _need(table, ["bytes", "t_usec", "mbytes_per_sec", by], "latency_bandwidth")
+    fits = fit_transports(table, by=by, size_range=size_range)
+    fig = new_figure(width=11, height=4.0)
+    ax_t, ax_bw, ax_r = (_styled(a) for a in fig.subplots(1, 3))
+    for i, (key, group) in enumerate(table.groupby(by, sort=False)):
+        color = _RANKS[i % len(_RANKS)]
+        group = group.sort_values("bytes")
+        fit = fits.attrs["fits"][key]
+        label = f"{key}: L = {fit.latency_us:.3g} us, BW = {fit.bandwidth_mb_s:.4g} MB/s"
+        if fit.clamped:  # the free line crossed below zero: L held at 0 (see hpclab.analysis.fits)
+            label += f" (L held at 0; free fit {fit.unconstrained_latency_us:.3g} us)"
+        positive = group[group["bytes"] > 0]
+        ax_t.plot(positive["bytes"], positive["t_usec"], "o", ms=3.5, color=color, label=label)
+        m = np.geomspace(max(fit.bytes.min(), 1), fit.bytes.max(), 100)
+        ax_t.plot(m, fit.predict(m), "-", color=color, lw=1, alpha=0.8)
+        ax_bw.plot(positive["bytes"], positive["mbytes_per_sec"], "o-", ms=3.5, lw=1,
+                   color=color, label=str(key))
+        ax_bw.axhline(fit.bandwidth_mb_s, color=color, ls=":", lw=1)
+        ax_r.plot(fit.bytes, 100 * fit.relative_residuals, "o-", ms=3, lw=0.8, color=color,
+                  label=str(key))
+    ax_t.set(xscale="log", yscale="log", xlabel="message size [bytes]",
+             ylabel="one-way time t [us] (half round trip)", title="Latency")
+    ax_bw.set(xscale="log", xlabel="message size [bytes]", ylabel="bandwidth [MB/s, 10^6 B/s]",
+              title="Bandwidth (dotted: fitted BW)")
+    ax_r.axhline(0, color="0.3", lw=0.8)
+    ax_r.set(xscale="log", xlabel="message size [bytes]",
+             ylabel="(measured - fit) / measured [%]", title="Fit residuals")
+    ax_t.legend(loc="upper left", fontsize=7)
+    lo, hi = (size_range if size_range else (table["bytes"].min(), table["bytes"].max()))
+    fig.suptitle(f"Point-to-point performance; fit t = L + m/BW over {_size_label(lo)}"
+                 f" .. {_size_label(hi)}", fontsize=10)
+    footnote(fig, provenance if provenance is not None else provenance_of(table))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# STREAM: bandwidth per binding, per rank
+# ----------------------------------------------------------------------------------------------
+
+def stream_bandwidth(table: pd.DataFrame, by: str | None = None, function: str = "Triad",
+                     provenance=None) -> Figure:
+    """STREAM bandwidth for each binding, as bars stacked from each rank's best rate.
+
+    table: STREAM rows (rank, function, mb_s, and the grouping column), e.g. parse_run tables of
+    several runs concatenated; by: column naming the binding (default "binding" or "label"
+    when every row has one, else "run_id"); function: Copy, Scale, Add or Triad. The bar height is the aggregate
+    (sum over ranks, MB/s = 10^6 B/s); each segment is one rank. Returns a Figure.
+    """
+    if by is None:  # a binding label if the runs have one, else the run id
+        by = next((c for c in ("binding", "label") if isinstance(table, pd.DataFrame)
+                   and c in table and table[c].notna().all()), "run_id")
+    _need(table, ["rank", "function", "mb_s", by], "stream_bandwidth")
+    rows = table[table["function"] == function]
+    if rows.empty:
+        raise HpclabError(f"no STREAM rows for function {function!r}",
+                          f"pick one of {', '.join(map(str, pd.unique(table['function'])))}")
+    per = rows.groupby([by, "rank"], sort=False)["mb_s"].max().reset_index()
+    groups = list(pd.unique(per[by]))
+    fig = new_figure(width=max(5.0, 1.2 + 1.1 * len(groups)), height=4.2)
+    ax = _styled(fig.add_subplot())
+    seen = set()
+    for x, key in enumerate(groups):
+        bottom = 0.0
+        for _, r in per[per[by] == key].sort_values("rank").iterrows():
+            rank = int(r["rank"])
+            ax.bar(x, r["mb_s"], bottom=bottom, color=rank_color(rank), edgecolor="white",
+                   linewidth=0.6, width=0.7, label=f"rank {rank}" if rank not in seen else None)
+            seen.add(rank)
+            bottom += r["mb_s"]
+        ax.text(x, bottom, f"{bottom:,.0f}", ha="center", va="bottom", fontsize=7)
+    slanted = len(groups) > 4 or max(len(str(g)) for g in groups) > 10
+    ax.set_xticks(range(len(groups)), [str(g) for g in groups], rotation=25 if slanted else 0,
+                  ha="right" if slanted else "center")
+    ax.set(xlabel=by, ylabel=f"{function} bandwidth [MB/s, 10^6 B/s]",
+           title=f"STREAM {function}: aggregate of per-rank best rates")
+    ax.legend(fontsize=7, ncol=1 if len(seen) <= 8 else 2, loc="upper left",
+              bbox_to_anchor=(1.0, 1.0), frameon=False)
+    footnote(fig, provenance if provenance is not None else provenance_of(table))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Scaling: speedup and efficiency against the ideal
+# ----------------------------------------------------------------------------------------------
+
+def speedup_efficiency(table: pd.DataFrame, ranks: str = "ranks", time: str = "seconds",
+                       provenance=None) -> Figure:
+    """Speedup and parallel efficiency against the number of ranks, with the ideal lines.
+
+    table: one row per run with a rank count (column `ranks`) and a time in seconds (column
+    `time`); repeated runs per count are reduced to the fastest. The smallest count is the
+    baseline. Left: speedup T(p0)/T(p) against ideal p/p0; right: efficiency in percent.
+    Returns a Figure.
+    """
+    _need(table, [ranks, time], "speedup_efficiency")
+    sc = scaling_table(table, ranks=ranks, time=time)
+    fig = new_figure(width=9, height=3.8)
+    ax_s, ax_e = (_styled(a) for a in fig.subplots(1, 2))
+    p = sc["ranks"].to_numpy()
+    ax_s.plot(p, sc["ideal_speedup"], "--", color=COLORS["ideal"], label="ideal")
+    ax_s.plot(p, sc["speedup"], "o-", color=_RANKS[0], label="measured (best of runs)")
+    ax_e.axhline(100, ls="--", color=COLORS["ideal"], label="ideal")
+    ax_e.plot(p, 100 * sc["efficiency"], "o-", color=_RANKS[0], label="measured")
+    for ax in (ax_s, ax_e):
+        ax.set_xticks(p)
+        ax.set_xlabel("MPI ranks")
+        ax.legend(fontsize=7)
+    ax_s.set(ylabel=f"speedup relative to {int(p[0])} rank(s)", title="Speedup")
+    ax_e.set(ylabel="parallel efficiency [%]", title="Efficiency", ylim=(0, 110))
+    footnote(fig, provenance if provenance is not None else provenance_of(table))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Where time goes: compute vs MPI per rank
+# ----------------------------------------------------------------------------------------------
+
+def compute_mpi_split(table: pd.DataFrame, provenance=None) -> Figure:
+    """Stacked bars per rank: compute phases (blues) then MPI phases (warm colours), in seconds.
+
+    table: Poisson timer rows (rank, phase, kind = compute | mpi, seconds), e.g. from parse_run.
+    The title gives the MPI share of the summed time. Returns a Figure.
+    """
+    _need(table, ["rank", "phase", "kind", "seconds"], "compute_mpi_split")
+    bad = set(table["kind"]) - {"compute", "mpi"}
+    if bad:
+        raise HpclabError(f"unknown timer kind(s) {sorted(bad)}", "kind must be compute or mpi")
+    pivot = table.pivot_table(index="rank", columns="phase", values="seconds", aggfunc="sum")
+    kinds = table.drop_duplicates("phase").set_index("phase")["kind"]
+    order = list(pd.unique(table["phase"]))  # the kernel's own order (copy, red, black, ...)
+    phases = ([p for p in order if kinds[p] == "compute"]
+              + [p for p in order if kinds[p] == "mpi"])
+    ranks = pivot.index.to_numpy()
+    fig = new_figure(width=max(5.5, 2.5 + 0.45 * len(ranks)), height=4.2)
+    ax = _styled(fig.add_subplot())
+    bottom = np.zeros(len(ranks))
+    counters = {"compute": 0, "mpi": 0}
+    for phase in phases:
+        kind = kinds[phase]
+        palette = COLORS[kind]
+        color = palette[counters[kind] % len(palette)]
+        counters[kind] += 1
+        values = pivot[phase].fillna(0).to_numpy()
+        ax.bar(ranks, values, bottom=bottom, color=color, width=0.7, edgecolor="white",
+               linewidth=0.5, label=f"{phase} ({kind})")
+        bottom += values
+    mpi = table[table["kind"] == "mpi"]["seconds"].sum()
+    total = table["seconds"].sum()
+    share = 100 * mpi / total if total > 0 else float("nan")
+    ax.set_xticks(ranks)
+    ax.set(xlabel="rank", ylabel="time [s]")
+    ax.set_title(f"Time per rank: compute vs MPI\n(MPI: {share:.1f} % of the time summed over "
+                 "ranks)", fontsize=9.5)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    footnote(fig, provenance if provenance is not None else provenance_of(table))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Topology with bindings (drawing lives in hpclab.site.topology)
+# ----------------------------------------------------------------------------------------------
+
+def topology_bindings(topo, panels=None, provenance=None) -> Figure:
+    """The node's packages, NUMA nodes, cores and PUs with each rank's CPUs coloured.
+
+    topo: hpclab.site.topology.Topology (from the run folder's XML, this machine, or synthetic);
+    panels: a bindings table (rank, cpus[, numbering]) or {label: table} for side-by-side
+    comparison such as requested mask vs CPU actually used. Returns a Figure.
+    """
+    from hpclab.site import topology
+
+    if provenance is None and isinstance(panels, pd.DataFrame):
+        provenance = provenance_of(panels)
+    return topology.figure(topo, panels, provenance=provenance)
+
+
+def binding_panels(table: pd.DataFrame) -> dict:
+    """Bindings tables of one parse_run table, for topology_bindings: what the launcher reported,
+    the affinity each rank saw, and the CPUs its threads ran on.
+
+    table: parse_run output (attrs "bindings" and "placement"). Returns {label: DataFrame(rank,
+    cpus, numbering)}; the launcher panel is left out when the run printed no binding lines.
+    """
+    panels = {}
+    bindings = pd.DataFrame(table.attrs.get("bindings") or [])
+    if not bindings.empty:
+        first = bindings.drop_duplicates("rank")
+        source = ", ".join(sorted(set(first["source"])))
+        panels[f"binding reported by {source}"] = first[["rank", "cpus", "numbering"]]
+    place = pd.DataFrame(table.attrs.get("placement") or [])
+    if place.empty:
+        raise HpclabError("the table carries no placement (attrs['placement'])",
+                          "pass the table returned by hpclab.runs.parse.parse_run")
+    ranks = place[place["thread"].isna()]
+    panels["affinity each rank saw (sched_getaffinity)"] = pd.DataFrame(
+        {"rank": ranks["rank"], "cpus": ranks["allowed"], "numbering": "os"})
+    threads = place[place["thread"].notna()]
+    ran = [(r, sorted(set(threads[threads["rank"] == r]["cpu"])) or [int(c)])
+           for r, c in zip(ranks["rank"], ranks["cpu"])]
+    panels["CPUs the rank and its threads ran on"] = pd.DataFrame(
+        {"rank": [r for r, _ in ran], "cpus": [c for _, c in ran], "numbering": "os"})
+    return panels
+
+
+def run_bindings(run_dir, kernel: str, host: str | None = None) -> Figure:
+    """The topology of a run's node with its bindings: launcher report, affinity, CPUs used.
+
+    run_dir: a run folder; kernel: its kernel; host: which node (default: the one saved, or this
+    machine when the folder has no topology file). Returns a Figure (see binding_panels).
+    """
+    from hpclab.site import topology
+    from hpclab.runs.parse import parse_run, run_topology
+
+    table = parse_run(run_dir, kernel)
+    try:
+        topo = run_topology(run_dir, host)
+    except HpclabError:
+        topo = topology.from_lstopo()
+    return topology_bindings(topo, binding_panels(table), provenance=table.attrs["provenance"])

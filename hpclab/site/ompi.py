@@ -1,0 +1,280 @@
+"""What an Open MPI installation can do, read from `ompi_info --parsable`.
+
+The "MPI landscape" notebook shows which components each framework offers (pml, btl, mtl, osc,
+coll, ...), the version and the configure command line; spec validation asks whether a requested
+component exists before a job is submitted. `ompi_info --parsable` prints one colon-separated
+record per line (`mca:btl:vader:version:"component:4.1.4"`); with `--all` or `--param` it adds
+`mca:<framework>:<component>:param:<name>:<field>:<value>` records for every MCA parameter.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from hpclab.core.errors import HpclabError
+
+# The network stacks Open MPI 4.x lists under "Transports" in its configure summary, and the
+# components whose presence means the stack was built in. A stack counts as available when any
+# of its components is installed; whether the hardware is present is a run-time question that
+# only a measurement (pingpong per transport) answers.
+TRANSPORTS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("Shared memory (vader)", [("btl", "vader"), ("btl", "sm")]),
+    ("Self (loopback)", [("btl", "self")]),
+    ("TCP", [("btl", "tcp")]),
+    ("OpenFabrics Verbs", [("btl", "openib")]),
+    ("Open UCX", [("pml", "ucx"), ("osc", "ucx"), ("btl", "uct")]),
+    ("OpenFabrics OFI Libfabric", [("mtl", "ofi"), ("btl", "ofi")]),
+    ("Intel TrueScale (PSM)", [("mtl", "psm")]),
+    ("Intel Omni-Path (PSM2)", [("mtl", "psm2")]),
+    ("Mellanox MXM", [("mtl", "mxm"), ("pml", "yalla")]),
+    ("Portals4", [("mtl", "portals4"), ("btl", "portals4")]),
+    ("Cisco usNIC", [("btl", "usnic")]),
+    ("Cray uGNI", [("btl", "ugni")]),
+]
+
+# Frameworks the course talks about, in the order the notebook shows them.
+KEY_FRAMEWORKS = ["pml", "mtl", "btl", "osc", "coll"]
+
+
+@dataclass
+class OmpiInfo:
+    """Everything the course reads from one `ompi_info --parsable` output.
+
+    version: Open MPI version ("4.1.4"); mpi_api: MPI standard version ("3.1.0");
+    package: the package string ("Debian OpenMPI"); prefix: installation prefix;
+    configure: the configure arguments, one list item per argument;
+    components: table (framework, component, mca_version, api_version, component_version);
+    params: table (framework, component, param, value, source, level, type, help), empty unless
+    the output came from `--all` or `--param`;
+    records: every non-mca record as {"a:b:c": value}.
+    """
+
+    version: str | None = None
+    mpi_api: str | None = None
+    package: str | None = None
+    prefix: str | None = None
+    configure: list[str] = field(default_factory=list)
+    components: pd.DataFrame = field(default_factory=pd.DataFrame)
+    params: pd.DataFrame = field(default_factory=pd.DataFrame)
+    records: dict[str, str] = field(default_factory=dict)
+
+    def available(self, framework: str) -> list[str]:
+        """Component names installed for one framework (e.g. "btl" -> ["ofi", "openib", ...])."""
+        if self.components.empty:
+            return []
+        rows = self.components[self.components["framework"] == framework]
+        return sorted(rows["component"].tolist())
+
+    def frameworks(self) -> list[str]:
+        """Every framework that has at least one component, sorted."""
+        if self.components.empty:
+            return []
+        return sorted(self.components["framework"].unique().tolist())
+
+    def check_component(self, framework: str, name: str) -> None:
+        """Raise HpclabError unless `name` is an installed component of `framework`.
+
+        Open MPI accepts "^name" (exclude) and comma-separated lists; each name is checked.
+        """
+        have = self.available(framework)
+        if not have:
+            raise HpclabError(
+                f"Open MPI {self.version or '?'} has no '{framework}' framework",
+                f"pick one of: {', '.join(self.frameworks())}",
+            )
+        for item in name.lstrip("^").split(","):
+            if item.strip() and item.strip() not in have:
+                raise HpclabError(
+                    f"Open MPI {self.version or '?'} has no {framework} component '{item.strip()}'",
+                    f"installed {framework} components: {', '.join(have)}",
+                )
+
+
+def _unquote(value: str) -> str:
+    # ompi_info quotes values that contain colons or spaces: "mca:2.1.0", "Thu Mar 23 ...".
+    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+def parse_ompi_info(text: str, source: str = "ompi_info --parsable") -> OmpiInfo:
+    """Parse the text of `ompi_info --parsable` (optionally with --all / --param).
+
+    text: the whole output; source: a file name or command, used in error messages.
+    Returns an OmpiInfo. Raises HpclabError naming source and line when a line is not an
+    ompi_info record or when no component was found at all.
+    """
+    info = OmpiInfo()
+    comps: dict[tuple[str, str], dict[str, str]] = {}
+    params: dict[tuple[str, str, str], dict[str, str]] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        parts = line.split(":")
+        if len(parts) < 2 or not parts[0] or " " in parts[0]:
+            raise HpclabError(
+                f"{source}:{lineno}: not an ompi_info --parsable record: {line[:80]!r}",
+                "give the output of `ompi_info --parsable` (not the human-readable form)",
+            )
+        if parts[0] == "mca":
+            if len(parts) < 5:
+                raise HpclabError(
+                    f"{source}:{lineno}: truncated mca record: {line[:80]!r}",
+                    "re-run `ompi_info --parsable` and save its whole output",
+                )
+            fw, comp, kind = parts[1], parts[2], parts[3]
+            if kind == "version":
+                value = _unquote(":".join(parts[4:]))
+                what, _, ver = value.partition(":")
+                comps.setdefault((fw, comp), {})[what] = ver
+            elif kind == "param" and len(parts) >= 7:
+                name, fieldname = parts[4], parts[5]
+                value = ":".join(parts[6:])
+                entry = params.setdefault((fw, comp, name), {})
+                # enumerator lines repeat the field name; keep the set value and its help.
+                if fieldname in ("value", "source", "level", "type", "help", "status"):
+                    entry.setdefault(fieldname, _unquote(value))
+            continue
+        if parts[0] == "config" and parts[1] == "cli":
+            key, value = "config:cli", ":".join(parts[2:])
+        elif ':"' in line and line.endswith('"'):
+            # a quoted value may hold colons (timestamps): split at the opening quote
+            key, _, value = line.partition(':"')
+            value = value[:-1]
+        else:
+            key, _, value = line.rpartition(":")
+        info.records[key] = value
+    if not comps:
+        raise HpclabError(
+            f"{source}: no MCA component records found (is this really ompi_info output?)",
+            "run `ompi_info --parsable > ompi_info.txt` and parse that file",
+        )
+    info.version = info.records.get("ompi:version:full")
+    info.mpi_api = info.records.get("mpi-api:version:full")
+    info.package = info.records.get("package")
+    info.prefix = info.records.get("path:prefix")
+    cli = info.records.get("config:cli", "")
+    try:
+        info.configure = shlex.split(cli)
+    except ValueError as exc:
+        raise HpclabError(f"{source}: configure line cannot be split: {exc}",
+                          "check that the output was not cut in the middle of a line") from exc
+    info.components = pd.DataFrame(
+        [
+            {
+                "framework": fw,
+                "component": comp,
+                "mca_version": v.get("mca"),
+                "api_version": v.get("api"),
+                "component_version": v.get("component"),
+            }
+            for (fw, comp), v in comps.items()
+        ],
+        columns=["framework", "component", "mca_version", "api_version", "component_version"],
+    ).sort_values(["framework", "component"], ignore_index=True)
+    info.params = pd.DataFrame(
+        [
+            {"framework": fw, "component": comp, "param": name, **fields}
+            for (fw, comp, name), fields in params.items()
+        ],
+        columns=["framework", "component", "param", "value", "source", "level", "type", "help"],
+    )
+    if not info.params.empty:
+        info.params["level"] = pd.to_numeric(info.params["level"], errors="coerce")
+    return info
+
+
+def read_ompi_info(path: str | Path) -> OmpiInfo:
+    """Parse a saved `ompi_info --parsable` output file (path). Returns an OmpiInfo."""
+    path = Path(path)
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise HpclabError(f"cannot read {path}: {exc.strerror}", "check the path") from exc
+    return parse_ompi_info(text, source=str(path))
+
+
+def run_ompi_info(extra: list[str] | None = None, timeout: float = 60.0) -> OmpiInfo:
+    """Run `ompi_info --parsable [extra...]` on this machine and parse its output.
+
+    extra: more arguments, e.g. ["--all"] for every parameter or ["--param", "pml", "all",
+    "--level", "9"]. timeout in seconds. Returns an OmpiInfo.
+    """
+    exe = shutil.which("ompi_info")
+    if exe is None:
+        raise HpclabError("ompi_info is not on PATH",
+                          "install Open MPI (apt-get install openmpi-bin) or load its module")
+    cmd = [exe, "--parsable", *(extra or [])]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise HpclabError(f"{' '.join(cmd)} took more than {timeout:.0f} s",
+                          "try again; check that the file system holding Open MPI responds") from exc
+    if done.returncode != 0:
+        raise HpclabError(f"{' '.join(cmd)} failed with exit code {done.returncode}: "
+                          f"{done.stderr.strip()[:200]}", "check the arguments")
+    return parse_ompi_info(done.stdout, source=" ".join(cmd))
+
+
+def component_table(info: OmpiInfo, frameworks: list[str] | None = None) -> pd.DataFrame:
+    """One row per framework, listing its components: the "what is installed" overview.
+
+    frameworks: which to show (default KEY_FRAMEWORKS, then every other framework).
+    Returns a DataFrame (framework, components, count), components comma-separated.
+    """
+    wanted = frameworks or KEY_FRAMEWORKS + [f for f in info.frameworks() if f not in KEY_FRAMEWORKS]
+    rows = []
+    for fw in wanted:
+        names = info.available(fw)
+        rows.append({"framework": fw, "components": ", ".join(names), "count": len(names)})
+    return pd.DataFrame(rows, columns=["framework", "components", "count"])
+
+
+def transports(info: OmpiInfo) -> pd.DataFrame:
+    """A "Transports" summary like the one Open MPI's configure prints, derived from components.
+
+    Returns a DataFrame (transport, built, components): built is True when at least one
+    component providing that network stack is installed; components lists them as
+    "framework/component". Built means the library can use it, not that the hardware exists.
+    """
+    rows = []
+    for label, needs in TRANSPORTS:
+        present = [f"{fw}/{c}" for fw, c in needs if c in info.available(fw)]
+        rows.append({"transport": label, "built": bool(present), "components": ", ".join(present)})
+    return pd.DataFrame(rows, columns=["transport", "built", "components"])
+
+
+def configure_options(info: OmpiInfo) -> pd.DataFrame:
+    """The configure arguments that choose features (--with-*, --enable-*, --without-*, ...).
+
+    Returns a DataFrame (option, value): "--with-ucx" -> ("with-ucx", ""),
+    "--with-pmix=/usr/lib/..." -> ("with-pmix", "/usr/lib/..."). Paths like --prefix are kept.
+    """
+    rows = []
+    for arg in info.configure:
+        if not arg.startswith("--"):
+            continue
+        opt, _, value = arg[2:].partition("=")
+        rows.append({"option": opt, "value": value})
+    return pd.DataFrame(rows, columns=["option", "value"])
+
+
+def site_settings(info: OmpiInfo) -> pd.DataFrame:
+    """MCA parameters whose value does not come from the built-in default.
+
+    Only present when the output came from `--all` or `--param ... --level 9`. A Debian
+    system, for instance, sets `pml = ^ucx` in /etc/openmpi/openmpi-mca-params.conf: such
+    settings change which transport a job uses without anything in the job script.
+    Returns the matching rows of info.params (framework, component, param, value, source, ...).
+    """
+    if info.params.empty:
+        return info.params
+    mask = info.params["source"].fillna("default") != "default"
+    return info.params[mask].reset_index(drop=True)

@@ -1,0 +1,446 @@
+"""Machine topology from hwloc, and a drawing of it with each rank's CPUs coloured.
+
+`lstopo --of xml` describes a node as packages (sockets), NUMA nodes, caches, cores and PUs
+(hardware threads). This module reads that XML (written for hwloc 2.x, tested with 2.9; hwloc
+1.x files, with "Socket" objects and NUMA nodes as parents, follow the same rules but are
+untested) into a flat table of PUs, runs lstopo for pictures and for synthetic
+topologies ("pack:2 numa:1 core:4 pu:2": a two-socket node to teach NUMA on a laptop), and draws
+its own diagram in which each PU box is coloured by the ranks bound to it. Drawing two binding
+tables side by side (the launcher's mask and the CPU each rank actually ran on) is what makes
+requested versus actual placement visible.
+
+CPU numbers: `pu` is the operating-system index (what taskset, Slurm masks and sched_getcpu
+use); `pu_logical` is hwloc's logical index (what Open MPI's --report-bindings diagram counts).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from hpclab.core.errors import HpclabError
+
+PU_COLUMNS = ["pu", "pu_logical", "core", "core_os", "package", "package_os", "numa"]
+
+
+# ----------------------------------------------------------------------------------------------
+# CPU set notations
+# ----------------------------------------------------------------------------------------------
+
+def mask_to_cpus(mask: str) -> list[int]:
+    """CPU numbers set in a hexadecimal mask.
+
+    mask: "0x3", "0x00000003", or hwloc's comma-separated 32-bit words "0x00000001,0xffffffff"
+    (most significant word first). Returns sorted CPU numbers ([0, 1] for "0x3").
+    Raises HpclabError for anything else (including hwloc's infinite "0xf...f" sets).
+    """
+    text = mask.strip().lower()
+    words = text.split(",")
+    bits = ""
+    for word in words:
+        digits = word[2:] if word.startswith("0x") else word
+        if not digits or any(c not in "0123456789abcdef" for c in digits):
+            raise HpclabError(f"not a hexadecimal CPU mask: {mask!r}", "expected e.g. 0x3")
+        # each hwloc word is 32 bits; a single word may be any length
+        bits += digits.rjust(8, "0") if len(words) > 1 else digits
+    value = int(bits, 16)
+    return [i for i in range(value.bit_length()) if value >> i & 1]
+
+
+def cpulist_to_cpus(text: str) -> list[int]:
+    """CPU numbers in a Linux CPU list such as "0-3,8,10-11" (as in /proc/self/status).
+
+    Returns sorted unique CPU numbers. Raises HpclabError when the list is malformed.
+    """
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise HpclabError(f"not a CPU list: {text!r}", "expected e.g. 0-3,8")
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first:
+            raise HpclabError(f"CPU range {part!r} runs backwards", "write low-high")
+        cpus.update(range(first, last + 1))
+    return sorted(cpus)
+
+
+def cpus_to_cpulist(cpus) -> str:
+    """The short Linux list form of CPU numbers: [0, 1, 2, 5] -> "0-2,5"."""
+    out, run = [], []
+    for c in sorted(set(int(c) for c in cpus)):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# The topology table
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Topology:
+    """One node's hardware as hwloc reports it.
+
+    pus: one row per PU (hardware thread): pu (OS index), pu_logical, core (logical core index),
+    core_os, package (logical), package_os, numa (OS index of the local NUMA node, -1 unknown).
+    numa_nodes: one row per NUMA node: numa (OS index), memory_bytes.
+    host: the HostName info attribute when present; source: file or command it came from.
+    """
+
+    pus: pd.DataFrame
+    numa_nodes: pd.DataFrame
+    host: str | None = None
+    source: str = ""
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def n_packages(self) -> int:
+        return int(self.pus["package"].nunique())
+
+    @property
+    def n_cores(self) -> int:
+        return int(self.pus["core"].nunique())
+
+    @property
+    def n_pus(self) -> int:
+        return len(self.pus)
+
+    def summary(self) -> str:
+        """One line: "2 packages, 2 NUMA nodes, 8 cores, 16 PUs"."""
+        return (f"{self.n_packages} package(s), {len(self.numa_nodes)} NUMA node(s), "
+                f"{self.n_cores} core(s), {self.n_pus} PU(s)")
+
+    def logical_to_os(self, logical) -> list[int]:
+        """OS PU numbers for hwloc logical PU indices (as counted by --report-bindings)."""
+        table = dict(zip(self.pus["pu_logical"], self.pus["pu"]))
+        try:
+            return sorted(int(table[int(i)]) for i in logical)
+        except KeyError as exc:
+            raise HpclabError(f"logical PU {exc.args[0]} does not exist on this topology "
+                              f"({self.summary()})", "check that the topology matches the run's host"
+                              ) from exc
+
+
+def _bits(attr: str | None) -> list[int]:
+    if not attr:
+        return []
+    try:
+        return mask_to_cpus(attr)
+    except HpclabError:
+        return []
+
+
+def parse_xml(text: str, source: str = "lstopo XML") -> Topology:
+    """Parse the XML written by `lstopo --of xml` (hwloc 1.x or 2.x).
+
+    text: the XML document; source: file name for messages. Returns a Topology.
+    Raises HpclabError naming source and line for malformed XML, and when no PU is found.
+    """
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        line, col = exc.position
+        raise HpclabError(f"{source}:{line}: not well-formed XML (column {col})",
+                          "regenerate it with `lstopo --of xml FILE`") from exc
+    if root.tag != "topology":
+        raise HpclabError(f"{source}:1: root element is <{root.tag}>, not <topology>",
+                          "give the XML written by `lstopo --of xml`")
+    rows: list[dict] = []
+    numa: dict[int, int] = {}
+    counters = {"Core": 0, "Package": 0}
+    host = None
+
+    def walk(node: ET.Element, package: tuple[int, int] | None, core: tuple[int, int] | None):
+        nonlocal host
+        for child in node:
+            if child.tag == "info" and child.get("name") == "HostName" and host is None:
+                host = child.get("value")
+            if child.tag != "object":
+                continue
+            kind = child.get("type")
+            os_index = int(child.get("os_index", "-1"))
+            pkg, cor = package, core
+            if kind in ("Package", "Socket"):
+                pkg = (counters["Package"], os_index)
+                counters["Package"] += 1
+            elif kind == "Core":
+                cor = (counters["Core"], os_index)
+                counters["Core"] += 1
+            elif kind == "NUMANode":
+                numa[os_index] = int(child.get("local_memory", "0"))
+            elif kind == "PU":
+                nodes = _bits(child.get("nodeset"))
+                if cor is None:
+                    # no Core objects (some VMs): each PU is its own core
+                    cor = (counters["Core"], os_index)
+                    counters["Core"] += 1
+                rows.append({
+                    "pu": os_index,
+                    "pu_logical": len(rows),
+                    "core": cor[0],
+                    "core_os": cor[1],
+                    "package": pkg[0] if pkg else 0,
+                    "package_os": pkg[1] if pkg else 0,
+                    "numa": nodes[0] if nodes else -1,
+                })
+            walk(child, pkg, cor)
+
+    walk(root, None, None)
+    if not rows:
+        raise HpclabError(f"{source}: no PU objects in the topology (truncated file?)",
+                          "regenerate it with `lstopo --of xml FILE`")
+    pus = pd.DataFrame(rows, columns=PU_COLUMNS)
+    if not numa:  # hwloc without NUMA information: one node holding everything
+        numa = {0: 0}
+        pus["numa"] = pus["numa"].where(pus["numa"] >= 0, 0)
+    nodes = pd.DataFrame(sorted(numa.items()), columns=["numa", "memory_bytes"])
+    return Topology(pus=pus, numa_nodes=nodes, host=host, source=source)
+
+
+def read_xml(path: str | Path) -> Topology:
+    """Read a topology XML file (as written by `lstopo --of xml FILE`). Returns a Topology."""
+    path = Path(path)
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise HpclabError(f"cannot read {path}: {exc.strerror}", "check the path") from exc
+    return parse_xml(text, source=str(path))
+
+
+def _lstopo() -> str:
+    exe = shutil.which("lstopo") or shutil.which("lstopo-no-graphics")
+    if exe is None:
+        raise HpclabError("lstopo is not on PATH", "install hwloc (apt-get install hwloc)")
+    return exe
+
+
+def _run(cmd: list[str], timeout: float) -> str:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise HpclabError(f"{' '.join(cmd)} took more than {timeout:.0f} s", "try again") from exc
+    if done.returncode != 0:
+        raise HpclabError(f"{' '.join(cmd)} failed: {done.stderr.strip()[:300]}",
+                          "check the --input value (a synthetic description, XML file or /)")
+    return done.stdout
+
+
+def from_lstopo(input: str | Path | None = None, timeout: float = 60.0) -> Topology:
+    """Run `lstopo --of xml` and parse it.
+
+    input: None for this machine, a topology XML file (e.g. saved in a run folder), or a
+    synthetic description such as "pack:2 numa:1 core:4 pu:2". Returns a Topology.
+    """
+    cmd = [_lstopo(), "--of", "xml"]
+    if input is not None:
+        cmd += ["--input", str(input)]
+    cmd.append("-")
+    return parse_xml(_run(cmd, timeout), source=" ".join(cmd))
+
+
+def synthetic(description: str) -> Topology:
+    """A made-up topology from an hwloc synthetic description ("pack:2 numa:1 core:4 pu:2").
+
+    Useful for teaching NUMA and sockets on a machine that has one of each. Returns a Topology.
+    """
+    topo = from_lstopo(input=description)
+    topo.host = f"synthetic '{description}'"
+    return topo
+
+
+def lstopo_image(out: str | Path, input: str | Path | None = None, fmt: str | None = None,
+                 timeout: float = 60.0) -> Path:
+    """Draw the topology with lstopo itself (`lstopo --of png|svg|pdf OUT`).
+
+    out: image path to create (refused if it exists: nothing is overwritten);
+    input: as for from_lstopo; fmt: "png", "svg" or "pdf" (default: out's suffix).
+    Returns the image path.
+    """
+    out = Path(out)
+    fmt = (fmt or out.suffix.lstrip(".")).lower()
+    if fmt not in ("png", "svg", "pdf"):
+        raise HpclabError(f"lstopo image format {fmt!r} not supported here", "use png, svg or pdf")
+    if out.exists():
+        raise HpclabError(f"{out} already exists", "choose a new file name")
+    cmd = [_lstopo(), "--of", fmt]
+    if input is not None:
+        cmd += ["--input", str(input)]
+    cmd.append(str(out))
+    _run(cmd, timeout)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Drawing
+# ----------------------------------------------------------------------------------------------
+
+def _binding_map(topo: Topology, bindings) -> tuple[dict[int, list[int]], list[int]]:
+    """PU (OS index) -> ranks using it, and the list of ranks, from a bindings table or dict."""
+    if bindings is None:
+        return {}, []
+    if isinstance(bindings, dict):
+        items = [(int(r), list(c), "os") for r, c in bindings.items()]
+    else:
+        if not {"rank", "cpus"} <= set(bindings.columns):
+            raise HpclabError("a bindings table needs the columns rank and cpus",
+                              "use the output of hpclab.runs.parse.parse_bindings or parse_run")
+        numbering = bindings["numbering"] if "numbering" in bindings else ["os"] * len(bindings)
+        items = [(int(r), c, n) for r, c, n in zip(bindings["rank"], bindings["cpus"], numbering)]
+    known = set(topo.pus["pu"])
+    by_pu: dict[int, list[int]] = {}
+    ranks = []
+    for rank, cpus, numbering in items:
+        if cpus is None or (not isinstance(cpus, (list, tuple)) and pd.isna(cpus)):
+            cpus = sorted(known)  # not bound: may run anywhere
+        cpus = topo.logical_to_os(cpus) if numbering == "logical" else [int(c) for c in cpus]
+        missing = [c for c in cpus if c not in known]
+        if missing:
+            raise HpclabError(f"rank {rank} is bound to CPU(s) {cpus_to_cpulist(missing)} that "
+                              f"this topology does not have ({topo.summary()})",
+                              "draw the topology of the host the run used (its XML is in the run folder)")
+        ranks.append(rank)
+        for c in cpus:
+            by_pu.setdefault(c, []).append(rank)
+    return by_pu, sorted(set(ranks))
+
+
+@dataclass
+class _Box:
+    kind: str  # package | numa | core | pu
+    x: float
+    y: float
+    w: float
+    h: float
+    label: str
+    pu: int = -1
+
+
+def _layout(topo: Topology, max_cols: int = 8) -> tuple[list[_Box], float, float]:
+    """Nested boxes in data units (PU = 1 x 1), top edge at y = 0. Returns boxes, width, height."""
+    gap, pu_w, core_lab, numa_lab, pkg_lab = 0.25, 1.0, 0.55, 0.6, 0.7
+    pus = topo.pus
+    npu = int(pus.groupby("core").size().max())
+    core_w = npu * pu_w + (npu + 1) * gap
+    core_h = core_lab + pu_w + gap
+    mem = topo.numa_nodes.set_index("numa")["memory_bytes"].to_dict()
+    boxes: list[_Box] = []
+    x, height = 0.0, 0.0
+    for pkg, pkg_rows in pus.groupby("package", sort=True):
+        px = x
+        nx = px + gap
+        inner: list[_Box] = []
+        numa_hmax = 0.0
+        for numa, numa_rows in pkg_rows.groupby("numa", sort=True):
+            cores = list(numa_rows.groupby("core", sort=True))
+            ncol = min(max_cols, len(cores))
+            nrow = -(-len(cores) // ncol)
+            nw = ncol * core_w + (ncol + 1) * gap
+            nh = numa_lab + nrow * core_h + (nrow + 1) * gap
+            ntop = -pkg_lab
+            size = mem.get(numa, 0)
+            label = f"NUMA node {numa}" + (f" ({size / 2**30:.1f} GiB)" if size else "")
+            inner.append(_Box("numa", nx, ntop - nh, nw, nh, label))
+            for k, (core, core_rows) in enumerate(cores):
+                cx = nx + gap + (k % ncol) * (core_w + gap)
+                ctop = ntop - numa_lab - gap - (k // ncol) * (core_h + gap)
+                inner.append(_Box("core", cx, ctop - core_h, core_w, core_h, f"core {core}"))
+                for j, pu in enumerate(core_rows["pu"]):
+                    inner.append(_Box("pu", cx + gap + j * (pu_w + gap), ctop - core_h + gap,
+                                      pu_w, pu_w, str(int(pu)), pu=int(pu)))
+            nx += nw + gap
+            numa_hmax = max(numa_hmax, nh)
+        pw, ph = nx - px, pkg_lab + numa_hmax + gap
+        boxes.append(_Box("package", px, -ph, pw, ph, f"package {pkg}"))
+        boxes.extend(inner)
+        x = px + pw + 2 * gap
+        height = max(height, ph)
+    return boxes, x - 2 * gap, height
+
+
+def draw(topo: Topology, bindings=None, ax=None, title: str | None = None):
+    """Draw packages, NUMA nodes, cores and PUs as nested boxes; colour PUs by bound ranks.
+
+    topo: a Topology; bindings: None, {rank: [os cpus]}, or a table with columns rank, cpus
+    (and optionally numbering = "os" | "logical"), e.g. from hpclab.runs.parse; a PU shared by several
+    ranks is split into stripes, one per rank; the number in a PU box is its OS index.
+    ax: a matplotlib Axes to draw in (default: a new figure). Returns the Axes.
+    """
+    from matplotlib.patches import Patch, Rectangle
+
+    from hpclab.plots import figures as plots
+
+    boxes, width, height = _layout(topo)
+    if ax is None:
+        fig = plots.new_figure(width=min(12.0, 1.5 + 0.45 * width), height=1.2 + 0.45 * height)
+        ax = fig.add_subplot()
+    by_pu, ranks = _binding_map(topo, bindings)
+    styles = {"package": (plots.COLORS["package"], "0.25", 1.2, 8, "bold"),
+              "numa": (plots.COLORS["numa"], "0.45", 0.8, 7, "normal"),
+              "core": (plots.COLORS["core"], "0.55", 0.6, 6, "normal")}
+    for b in boxes:
+        if b.kind in styles:
+            face, edge, lw, size, weight = styles[b.kind]
+            ax.add_patch(Rectangle((b.x, b.y), b.w, b.h, facecolor=face, edgecolor=edge,
+                                   linewidth=lw))
+            ax.text(b.x + 0.12, b.y + b.h - 0.1, b.label, ha="left", va="top", fontsize=size,
+                    fontweight=weight, color="0.15")
+            continue
+        owners = by_pu.get(b.pu, [])
+        for s, rank in enumerate(owners):
+            stripe = b.w / len(owners)
+            ax.add_patch(Rectangle((b.x + s * stripe, b.y), stripe, b.h,
+                                   facecolor=plots.rank_color(rank), linewidth=0))
+        ax.add_patch(Rectangle((b.x, b.y), b.w, b.h, facecolor="white" if not owners else "none",
+                               edgecolor="0.15", linewidth=0.8))
+        ax.text(b.x + b.w / 2, b.y + b.h / 2, b.label, ha="center", va="center", fontsize=6,
+                color="0.1" if not owners else "white", fontweight="bold" if owners else "normal")
+    ax.set_xlim(-0.2, width + 0.2)
+    ax.set_ylim(-height - 0.2, 0.2)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    if ranks:
+        handles = [Patch(facecolor=plots.rank_color(r), label=f"rank {r}") for r in ranks]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
+                  frameon=False, ncol=1 if len(ranks) <= 16 else 2,
+                  title="PU used by", title_fontsize=7)
+    ax.set_title(title if title is not None else f"{topo.host or 'node'}: {topo.summary()}",
+                 fontsize=9, loc="left")
+    return ax
+
+
+def figure(topo: Topology, panels=None, title: str | None = None, provenance: dict | list | None = None):
+    """A Figure with one topology drawing per bindings table.
+
+    panels: None (bare topology), one bindings table/dict, or {label: bindings} for several
+    panels stacked vertically (e.g. {"launcher mask": ..., "CPU seen by the rank": ...}).
+    provenance: dict (or list of dicts) with host, date, run_id for the footnote. Returns a matplotlib Figure.
+    """
+    from hpclab.plots import figures as plots
+
+    if panels is None or not isinstance(panels, dict) or all(
+            isinstance(k, int) for k in panels):
+        panels = {title or "": panels}
+    n = len(panels)
+    _, width, height = _layout(topo)
+    fig = plots.new_figure(width=max(7.0, min(13.0, 3.2 + 0.45 * width)),
+                           height=0.6 + n * (0.7 + 0.45 * height))
+    for i, (label, bindings) in enumerate(panels.items(), start=1):
+        ax = fig.add_subplot(n, 1, i)
+        draw(topo, bindings, ax=ax,
+             title=(f"{label}\n" if label else "") + f"{topo.host or 'node'}, {topo.summary()}")
+    plots.footnote(fig, provenance)
+    return fig

@@ -1,0 +1,181 @@
+"""Checks of a spec against the site and this machine, run before anything is submitted.
+
+Each problem becomes one line of an HpclabError that says what is wrong and what to change:
+more tasks than cores, a partition the site does not have, a time limit above the partition's,
+an MCA component that `ompi_info` does not list, a NUMA node that does not exist, binding
+options that belong to the other launcher, a kernel flag the kernel's --help does not know, or a
+missing kernel binary / trace library. The facts (cores, components, NUMA nodes, --help texts)
+come from `gather_facts`; tests pass their own Facts to check the rules on any machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+from hpclab.core import paths
+from hpclab.site import profile as site_mod
+from hpclab.core.errors import HpclabError
+from hpclab.site.profile import Partition, Site
+from hpclab.spec.model import Spec, did_you_mean, time_seconds
+
+# Oversubscription is for teaching on small machines, not for cramming: a few ranks per core at most.
+OVERSUBSCRIBE_FACTOR = 4
+
+
+@dataclass
+class Facts:
+    """What validation needs to know about the machine: the partition (nodes, cores per node,
+    limits), Open MPI components by framework, MCA parameter names, NUMA node numbers, each
+    kernel's --help text (None: binary missing) and whether the trace library exists."""
+
+    partition: Partition
+    components: dict[str, frozenset[str]]
+    params: frozenset[str]
+    numa_nodes: frozenset[int]
+    kernel_help: dict[str, str | None] = field(default_factory=dict)
+    trace_lib: bool = True
+
+
+@functools.lru_cache(maxsize=8)
+def kernel_help(kernel: str) -> str | None:
+    """`build/bin/<kernel> --help` output (stdout + stderr), or None when the binary is missing."""
+    exe = paths.bin_dir() / kernel
+    if not exe.is_file():
+        return None
+    try:
+        res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return res.stdout + res.stderr
+
+
+def gather_facts(spec: Spec, site: Site) -> Facts:
+    """Facts for `spec` on `site` (asks sinfo when the site discovers cores; runs ompi_info,
+    numactl and the kernel's --help once per process). Raises HpclabError for an unknown
+    partition."""
+    return Facts(
+        partition=site.partition(spec.partition),
+        components=site_mod.mca_components(),
+        params=site_mod.mca_params(),
+        numa_nodes=site_mod.numa_nodes(),
+        kernel_help={spec.kernel: kernel_help(spec.kernel)},
+        trace_lib=(paths.lib_dir() / "libmpitrace.so").is_file(),
+    )
+
+
+def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
+    """Every problem of `spec` on `site` given `facts`, as (what, what to do) pairs; [] if none."""
+    out: list[tuple[str, str]] = []
+    part = facts.partition
+    launcher = spec.launcher or site.launcher
+
+    # resources ----------------------------------------------------------------------------
+    if spec.partition and spec.partition not in site.partition_names():
+        out.append((f"partition {spec.partition!r} is not part of site {site.name!r}"
+                    f"{did_you_mean(spec.partition, site.partition_names())}",
+                    f"use one of: {', '.join(site.partition_names())}"))
+    if part.nodes is not None and spec.nodes > part.nodes:
+        out.append((f"nodes={spec.nodes} but partition {part.name!r} has {part.nodes} node(s)",
+                    f"ask for at most nodes={part.nodes}"))
+    elif part.max_nodes is not None and spec.nodes > part.max_nodes:
+        out.append((f"nodes={spec.nodes} is above the limit of partition {part.name!r} ({part.max_nodes})",
+                    f"ask for at most nodes={part.max_nodes}"))
+    if part.cores_per_node is not None:
+        cores = part.cores_per_node
+        total = min(spec.nodes, part.nodes or spec.nodes) * cores
+        need = spec.ntasks * spec.cpus_per_task
+        if spec.oversubscribe:
+            if need > OVERSUBSCRIBE_FACTOR * total:
+                out.append((f"oversubscribe allows at most {OVERSUBSCRIBE_FACTOR} tasks per core: ntasks={spec.ntasks} x "
+                            f"cpus_per_task={spec.cpus_per_task} = {need} on {total} core(s)",
+                            f"use at most ntasks={OVERSUBSCRIBE_FACTOR * total // spec.cpus_per_task}"))
+        elif need > total:
+            out.append((f"more tasks than cores: ntasks={spec.ntasks} x cpus_per_task={spec.cpus_per_task} "
+                        f"= {need} cores, but {spec.nodes} node(s) of partition {part.name!r} have {total}",
+                        f"use at most ntasks={total // spec.cpus_per_task} with cpus_per_task={spec.cpus_per_task}"
+                        f", or more nodes"))
+        else:
+            per_node = spec.ntasks_per_node or math.ceil(spec.ntasks / spec.nodes)
+            if per_node * spec.cpus_per_task > cores and not spec.oversubscribe:
+                out.append((f"{per_node} task(s) per node x cpus_per_task={spec.cpus_per_task} does not fit "
+                            f"on one node of {part.name!r} ({cores} cores)",
+                            "lower ntasks_per_node or cpus_per_task"))
+    if part.mem_per_node is not None:
+        per_node_tasks = spec.ntasks_per_node or math.ceil(spec.ntasks / spec.nodes)
+        need_mb = spec.mem or (spec.mem_per_cpu or 0) * per_node_tasks * spec.cpus_per_task
+        if need_mb > part.mem_per_node:
+            asked = f"mem={spec.mem}" if spec.mem else (
+                f"mem_per_cpu={spec.mem_per_cpu} x {per_node_tasks * spec.cpus_per_task} CPU(s) per node")
+            out.append((f"{asked} MB is more memory than a node of partition {part.name!r} has "
+                        f"({part.mem_per_node} MB)", f"ask for at most {part.mem_per_node} MB per node"))
+    if part.max_time is not None and spec.time_seconds() > time_seconds(part.max_time):
+        out.append((f"time={spec.time} is above partition {part.name!r}'s limit {part.max_time}",
+                    f"use time: {part.max_time} or less"))
+
+    # launcher vs binding ----------------------------------------------------------------------
+    if spec.launcher is None:  # the site's default decides which binding options make sense
+        wrong = spec.binding.mpirun_fields() if launcher == "srun" else spec.binding.srun_fields()
+        if wrong:
+            other = "mpirun" if launcher == "srun" else "srun"
+            out.append((f"binding.{wrong[0]} is an {other} option, but site {site.name!r} launches with {launcher}",
+                        f"set launcher: {other} in the spec, or use the {launcher} binding options"))
+
+    # Open MPI components and parameters -------------------------------------------------------
+    for key, value in spec.mca.items():
+        if key in facts.components:
+            have = sorted(facts.components[key])
+            for comp in value.lstrip("^").split(","):
+                comp = comp.strip()
+                if comp not in have:
+                    out.append((f"MCA {key} component {comp!r} is not installed here (ompi_info lists "
+                                f"{', '.join(have)}){did_you_mean(comp, have)}",
+                                f"choose from {', '.join(have)}; '^name' excludes a component"))
+        elif key not in facts.params:
+            guess = did_you_mean(key, sorted(facts.params) + sorted(facts.components))
+            out.append((f"MCA name {key!r} is neither a framework nor a parameter of this Open MPI{guess}",
+                        "list them with `ompi_info --parsable --all | grep ':param:'`"))
+
+    # NUMA ---------------------------------------------------------------------------------------
+    if spec.numactl is not None:
+        missing = sorted(spec.numactl.nodes() - set(facts.numa_nodes))
+        if missing:
+            out.append((f"numactl names NUMA node(s) {missing}, but this machine has "
+                        f"{sorted(facts.numa_nodes)} (numactl -H)",
+                        f"use node numbers from {sorted(facts.numa_nodes)}"))
+
+    # the kernel binary and its flags ----------------------------------------------------------
+    help_text = facts.kernel_help.get(spec.kernel)
+    if spec.kernel in facts.kernel_help and help_text is None:
+        out.append((f"kernel binary {paths.bin_dir() / spec.kernel} does not exist",
+                    "build the kernels with `make -C src`"))
+    elif help_text:
+        for flag in [a for a in spec.args.to_argv() if a.startswith("--")]:
+            name = flag.split("=")[0]
+            if not re.search(re.escape(name) + r"(?![A-Za-z0-9-])", help_text):
+                known = sorted(set(re.findall(r"--[a-z][a-z0-9-]*", help_text)))
+                out.append((f"{spec.kernel} does not accept {name} (its --help lists {', '.join(known)})"
+                            f"{did_you_mean(name, known)}",
+                            f"remove it, or run `{paths.bin_dir() / spec.kernel} --help`"))
+    if spec.trace and not facts.trace_lib:
+        out.append((f"trace: true needs {paths.lib_dir() / 'libmpitrace.so'}, which does not exist",
+                    "build it with `make -C src`, or set trace: false"))
+    return out
+
+
+def check(spec: Spec, site: Site | None = None, facts: Facts | None = None) -> None:
+    """Raise one HpclabError listing every problem of `spec` on `site` (default: the spec's
+    site, else $HPCLAB_SITE/local); return None when the spec can be submitted."""
+    site = site or site_mod.load_site(spec.site)
+    facts = facts or gather_facts(spec, site)
+    found = problems(spec, site, facts)
+    if not found:
+        return
+    if len(found) == 1:
+        raise HpclabError(f"spec for {spec.kernel} cannot run on site {site.name!r}: {found[0][0]}", found[0][1])
+    what = "; ".join(f"({i}) {w}" for i, (w, _) in enumerate(found, 1))
+    hint = "; ".join(f"({i}) {h}" for i, (_, h) in enumerate(found, 1))
+    raise HpclabError(f"spec for {spec.kernel} cannot run on site {site.name!r}: {what}", hint)

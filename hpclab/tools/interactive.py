@@ -1,0 +1,682 @@
+"""Interactive MPI from a notebook: ipyparallel engines that are the ranks of one Slurm job.
+
+    from hpclab.tools.interactive import MPIEngines
+    engines = MPIEngines(ranks=2).start()     # controller here, engines = one Slurm job
+    %%px                                      # every cell now runs on all ranks (mpi4py)
+    ...
+    engines.stop()                            # or `with MPIEngines(2) as engines:`
+
+The controller runs in the notebook's kernel host, listening on the address the partition's
+nodes reach it by (controller_address); the engines are started by one batch job
+whose `srun --mpi=<site's PMI>` makes every `ipengine --mpi` a rank of the same MPI_COMM_WORLD,
+and `--mpi` makes each engine ask the controller for the id equal to its rank (checked after
+start). The session's files (engine job script, Slurm output, ipyparallel profile) live in
+runs/_interactive/<session>/, never reused. The engines' job ends when `stop()` runs, when the
+`with` block ends, or when the kernel exits or restarts (atexit); as a last resort it carries a
+Slurm time limit.
+
+`execute(code, timeout)` runs code on every rank but gives up after `timeout` seconds: a
+deadlocked MPI call cannot be interrupted from Python, so the engines are then restarted (job
+cancelled, a new one started) and the outcome says what each rank printed before it got stuck.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shlex
+import socket
+import sys
+import textwrap
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpclab.core import paths
+from hpclab.site import slurm
+from hpclab.site import profile as site_mod
+from hpclab.core.errors import HpclabError
+
+# How long a cancelled engine job may take to leave squeue (Slurm's KillWait is a few seconds).
+STOP_TIMEOUT = 60.0
+_LIVE: "weakref.WeakSet[MPIEngines]" = weakref.WeakSet()
+
+
+def _stop_all_at_exit() -> None:
+    # A kernel restart or shutdown ends the process normally: no engine job may outlive it.
+    for engines in list(_LIVE):
+        try:
+            engines.stop(wait=True)
+        except Exception as exc:  # at exit there is nobody left to raise to
+            print(f"hpclab: could not stop engines job {engines.job_id}: {exc}", file=sys.stderr)
+
+
+atexit.register(_stop_all_at_exit)
+
+
+def _session_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{os.getpid()}-{os.urandom(2).hex()}"
+
+
+@dataclass
+class Outcome:
+    """What `MPIEngines.execute` saw. finished: every rank ran the code to its end within the
+    timeout; seconds: wall time waited; stdout: {rank: text printed}; error: first error raised
+    on an engine (None if none); restarted: the engines were restarted because the code did not
+    finish; old_job/new_job: Slurm job ids before and after the restart."""
+
+    finished: bool
+    seconds: float
+    stdout: dict[int, str] = field(default_factory=dict)
+    error: str | None = None
+    restarted: bool = False
+    old_job: str | None = None
+    new_job: str | None = None
+
+    def __str__(self) -> str:
+        if self.finished:
+            head = f"finished on every rank in {self.seconds:.2f} s"
+        else:
+            head = f"NOT finished after {self.seconds:.1f} s (still blocked)"
+        lines = [head]
+        for rank in sorted(self.stdout):
+            text = self.stdout[rank].rstrip() or "(nothing printed)"
+            lines.append(f"  rank {rank}: " + text.replace("\n", f"\n  rank {rank}: "))
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        if self.restarted:
+            lines.append(f"  engines restarted: job {self.old_job} cancelled, new job {self.new_job}")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle):  # IPython display
+        p.text(str(self))
+
+
+class MPIEngines:
+    """An ipyparallel cluster whose engines are the MPI ranks of one Slurm job.
+
+    ranks: number of engines = MPI ranks (>= 1, at most the partition's cores);
+    site / partition: the site profile (default $HPCLAB_SITE or local) and partition;
+    time: Slurm time limit of the engines' job (a backstop if the kernel is killed);
+    mca: Open MPI MCA selections exported as OMPI_MCA_<name> (e.g. {"btl": "self,vader"});
+    start_timeout: seconds to wait for the engines once their job runs (queue time not counted
+    while Slurm reports the job pending, up to queue_timeout seconds).
+    """
+
+    def __init__(self, ranks: int = 2, site: str | None = None, partition: str | None = None,
+                 time: str = "00:30:00", mca: dict[str, str] | None = None,
+                 start_timeout: float = 90.0, queue_timeout: float = 300.0):
+        if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
+            raise HpclabError(f"ranks must be a whole number >= 1, got {ranks!r}",
+                              "ask for e.g. MPIEngines(ranks=2)")
+        self.site = site_mod.load_site(site)
+        part = self.site.partition(partition)
+        if part.nodes and part.cores_per_node and ranks > part.nodes * part.cores_per_node:
+            raise HpclabError(
+                f"{ranks} ranks do not fit in partition {part.name!r} "
+                f"({part.nodes} node(s) x {part.cores_per_node} cores)",
+                f"ask for at most {part.nodes * part.cores_per_node} ranks")
+        self.ranks = ranks
+        self.partition = part.name
+        self.time = time
+        self.mca = dict(mca or {})
+        self.start_timeout = start_timeout
+        self.queue_timeout = queue_timeout
+        self.cluster = None
+        self.client = None
+        self.view = None
+        self.session_dir: Path | None = None
+        self.job_id: str | None = None
+        self.jobs: list[str] = []  # every engine job this object submitted (restarts included)
+
+    # --- files ---------------------------------------------------------------------------------
+
+    @property
+    def job_script(self) -> Path | None:
+        """The batch script of the current (last submitted) engines' job."""
+        return self.session_dir / f"engines-{len(self.jobs)}.sh" if self.jobs else None
+
+    @property
+    def job_log(self) -> Path | None:
+        """Slurm's output file of the current engines' job (what the engines logged)."""
+        return self._log(len(self.jobs)) if self.jobs else None
+
+    def _log(self, n: int) -> Path:
+        return self.session_dir / f"engines-{n}.log"
+
+    def _sbatch_lines(self, n: int) -> list[str]:
+        opts = {
+            "chdir": str(self.session_dir),
+            "export": "ALL",  # the engines read the controller's address from the environment
+            "job-name": f"hpclab-engines-{self.session_dir.name}",
+            "ntasks": str(self.ranks),
+            "output": str(self._log(n)),
+            "partition": self.partition,
+            "time": self.time,
+        }
+        for key in ("account", "qos", "constraint"):
+            if getattr(self.site, key):
+                opts[key] = str(getattr(self.site, key))
+        opts.update({k: str(v) for k, v in self.site.extra_sbatch.items()})
+        return [f"#SBATCH --{k}" if v == "" else f"#SBATCH --{k}={shlex.quote(v)}"
+                for k, v in sorted(opts.items())]
+
+    def render_job(self, n: int) -> str:
+        """The engines' batch script (job number n of this session), as a person reads it."""
+        env = dict(self.site.env)
+        env.update({f"OMPI_MCA_{k}": v for k, v in self.mca.items()})
+        engine = [sys.executable, "-m", "ipyparallel.engine", "--mpi"]
+        lines = [
+            "#!/bin/bash",
+            f"# hpclab interactive MPI: {self.ranks} ipyparallel engines as the ranks of one MPI job.",
+            "# srun starts one engine per task through PMIx, so they share MPI_COMM_WORLD; '--mpi'",
+            "# makes each engine register with the id equal to its rank. The controller's address",
+            "# and key come in the environment (IPP_CONNECTION_INFO), exported by sbatch.",
+            "",
+            "# resources",
+            *self._sbatch_lines(n),
+            "set -uo pipefail",
+            "",
+            "# environment",
+            *[f"module load {shlex.quote(m)}" for m in self.site.modules],
+            *[f"export {k}={shlex.quote(str(v))}" for k, v in sorted(env.items())],
+            "",
+            "# run",
+            f"srun --mpi={shlex.quote(self.site.srun_mpi)} --kill-on-bad-exit=1 "
+            + " ".join(shlex.quote(w) for w in engine),
+            "",
+        ]
+        return "\n".join(lines)
+
+    # --- starting ------------------------------------------------------------------------------
+
+    def _new_cluster(self):
+        import ipyparallel as ipp
+        from traitlets.config import Config
+
+        n = len(self.jobs) + 1
+        script = self.render_job(n)
+        cfg = Config()
+        # ipyparallel fills the template with str.format: double the braces of the bash text.
+        cfg.SlurmEngineSetLauncher.batch_template = script.replace("{", "{{").replace("}", "}}")
+        cfg.SlurmEngineSetLauncher.batch_file_name = str(self.session_dir / f"engines-{n}.sh")
+        env = slurm.slurm_env()
+        extra = {k: env[k] for k in ("SLURM_CONF",) if k in env}
+        cfg.SlurmEngineSetLauncher.environment = extra
+        ip = controller_address(self.partition)
+        profile = self.session_dir / "profile"
+        profile.mkdir(exist_ok=True)
+        return ipp.Cluster(
+            engines="slurm", n=self.ranks, config=cfg, profile_dir=str(profile),
+            cluster_id=f"{self.session_dir.name}-{n}",
+            controller_ip=ip, controller_location="" if ip != "*" else socket.getfqdn(),
+            engine_timeout=int(self.start_timeout), shutdown_atexit=True, log_level=30)
+
+    def start(self) -> "MPIEngines":
+        """Start the controller and submit the engines' job; wait until every rank registered
+        with engine id == MPI rank. Returns self; `view` is a blocking DirectView on all engines,
+        activated for %px / %%px. Raises HpclabError (with the job's log) if the job fails or
+        the engines do not come up in time; nothing is left running then."""
+        if self.cluster is not None:
+            return self
+        if self.session_dir is None:
+            self.session_dir = paths.runs_dir() / "_interactive" / _session_id()
+            self.session_dir.mkdir(parents=True)
+        self.cluster = self._new_cluster()
+        _LIVE.add(self)
+        try:
+            self.cluster.start_controller_sync()
+            self.cluster.start_engines_sync(self.ranks)
+            self.job_id = self._engine_job_id()
+            self.jobs.append(self.job_id)
+            self.client = self.cluster.connect_client_sync()
+            self._wait_for_engines()
+            self._check_ids()
+        except BaseException:
+            self.stop(wait=True)
+            raise
+        self.view = self.client[:]
+        self.view.block = True
+        if _in_ipython():
+            self.view.activate()  # registers %px, %%px, %autopx for this view
+        return self
+
+    def _engine_job_id(self) -> str:
+        [engine_set] = self.cluster.engines.values()
+        return str(engine_set.job_id)
+
+    def _wait_for_engines(self) -> None:
+        log = self._log(len(self.jobs))
+        t0 = time.monotonic()
+        deadline = None
+        told = False
+        while len(self.client.ids) < self.ranks:
+            info = slurm.job_states([self.job_id]).get(self.job_id)
+            now = time.monotonic()
+            if info is not None and info.done:
+                raise HpclabError(
+                    f"the engines' job {self.job_id} ended ({info.slurm_state}, exit code "
+                    f"{info.exit_code}) before all {self.ranks} engines registered; its log "
+                    f"({log}) ends with:\n{_tail(log)}",
+                    "it was cancelled from outside (scancel, or the cluster restarted): start again"
+                    if info.state == "cancelled" else
+                    "fix what the log says (site profile, MPI launcher) and start again")
+            if info is not None and info.state == "pending":
+                if not told and now > t0 + 5:
+                    print(f"engines job {self.job_id} is waiting in the queue ({info.reason or 'pending'}): "
+                          "other jobs hold the cores", file=sys.stderr)
+                    told = True
+                if now > t0 + self.queue_timeout:
+                    raise HpclabError(
+                        f"the engines' job {self.job_id} waited {self.queue_timeout:.0f} s in the "
+                        f"queue ({info.reason or 'pending'}); it was cancelled",
+                        "wait for other jobs to end (squeue) or ask for fewer ranks")
+            else:
+                deadline = deadline or now + self.start_timeout
+                if now > deadline:
+                    raise HpclabError(
+                        f"only {len(self.client.ids)} of {self.ranks} engines registered within "
+                        f"{self.start_timeout:.0f} s of job {self.job_id} starting; its log ({log}) "
+                        f"ends with:\n{_tail(log)}",
+                        "check the log; on a real site the compute nodes must reach this host")
+            time.sleep(0.3)
+
+    def _check_ids(self) -> None:
+        ranks = self.client[:].apply_sync(_rank_and_host)
+        got = {eid: r for eid, (r, _host) in zip(self.client.ids, ranks)}
+        wrong = {eid: r for eid, r in got.items() if eid != r}
+        if wrong or sorted(got) != list(range(self.ranks)):
+            raise HpclabError(f"engine ids do not match MPI ranks (engine id: rank = {got})",
+                              "the engines must be started with 'ipengine --mpi' under one srun")
+
+    # --- stopping ------------------------------------------------------------------------------
+
+    def stop(self, wait: bool = True) -> None:
+        """Stop the engines (scancel their job) and the controller. wait: block until Slurm no
+        longer lists the job as pending or running (at most STOP_TIMEOUT s). Safe to call twice."""
+        cluster, self.cluster = self.cluster, None
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception:
+                pass  # a half-closed client does not keep the job alive
+            self.client = None
+        self.view = None
+        if cluster is not None:
+            try:
+                cluster.stop_engines_sync()
+            except Exception:
+                pass  # scancel below is the one that matters
+            try:
+                cluster.stop_controller_sync()
+            except Exception:
+                pass
+        if self.job_id:
+            slurm.scancel([self.job_id])  # also when ipyparallel's own scancel failed
+            if wait:
+                self._wait_gone(self.job_id)
+        _LIVE.discard(self)
+
+    def _wait_gone(self, job_id: str) -> None:
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while time.monotonic() < deadline:
+            info = slurm.job_states([job_id]).get(job_id)
+            if info is None or info.done:
+                return
+            time.sleep(0.3)
+        raise HpclabError(f"the engines' job {job_id} is still listed by Slurm {STOP_TIMEOUT:.0f} s "
+                          "after it was cancelled", f"check with `squeue -j {job_id}`; `scancel {job_id}`")
+
+    def restart(self) -> "MPIEngines":
+        """Cancel the engines' job and start a new controller and engines (same session folder).
+        Returns self with a new client and view (re-activated for %px)."""
+        self.stop(wait=True)
+        return self.start()
+
+    def __enter__(self) -> "MPIEngines":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop(wait=True)
+
+    def __repr__(self) -> str:
+        state = f"running as job {self.job_id}" if self.cluster else "stopped"
+        return f"<MPIEngines {self.ranks} ranks on {self.site.name}/{self.partition}, {state}>"
+
+    # --- running code ------------------------------------------------------------------------------
+
+    def hosts(self) -> dict[int, str]:
+        """{rank: host name} of the running engines, as MPI reports it."""
+        if self.client is None:
+            raise HpclabError("the engines are not running", "call start() first")
+        return {r: h for r, h in self.client[:].apply_sync(_rank_and_host)}
+
+    def execute(self, code: str, timeout: float) -> Outcome:
+        """Run `code` on every rank; wait at most `timeout` seconds.
+
+        Returns an Outcome. If the code did not finish (e.g. a deadlock), what each rank printed
+        so far is kept, then the engines are restarted so the next cell finds healthy ranks."""
+        if self.client is None:
+            raise HpclabError("the engines are not running", "call start() first")
+        code = textwrap.dedent(code)
+        t0 = time.monotonic()
+        ar = self.client[:].execute(code, block=False, silent=False)
+        done = ar.wait(timeout)
+        seconds = time.monotonic() - t0
+        if done:
+            ar.wait_for_output(10)  # printed text can arrive after the result
+        stdout = {eid: out for eid, out in zip(self.client.ids, ar.stdout)}
+        if done:
+            error = None
+            try:
+                ar.get()
+            except Exception as exc:  # the engines' error, shown as the outcome
+                error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            return Outcome(True, seconds, stdout, error)
+        old = self.job_id
+        self.restart()
+        return Outcome(False, seconds, stdout, None, True, old, self.job_id)
+
+
+def controller_address(partition: str) -> str:
+    """The address the controller listens on so the partition's nodes reach it: 127.0.0.1 when
+    the nodes are this machine (the local cluster's single node), else this host's address on the
+    route to the first node (e.g. the bridge of the local virtual nodes, or the cluster network
+    of a login node); "*" (every interface) when that cannot be worked out."""
+    out = slurm.run_slurm(["sinfo", "--noheader", "--Node", f"--partition={partition}", "--format=%o"],
+                          what="ask sinfo for node addresses", check=False)
+    addrs = [a.strip() for a in out.split() if a.strip()]
+    if not addrs:
+        return "*"
+    try:
+        node_ip = socket.gethostbyname(addrs[0])
+    except OSError:
+        return "*"
+    if node_ip.startswith("127.") or node_ip in _own_addresses():
+        return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((node_ip, 9))  # no packet is sent: this only asks the routing table
+            return s.getsockname()[0]
+        except OSError:
+            return "*"
+
+
+def _own_addresses() -> set[str]:
+    try:
+        return set(socket.gethostbyname_ex(socket.gethostname())[2])
+    except OSError:
+        return set()
+
+
+def _in_ipython() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return get_ipython() is not None
+
+
+def _rank_and_host():
+    # Runs on an engine: what MPI says about this process.
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_rank(), MPI.Get_processor_name()
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return "  (no log written)"
+    return "\n".join("  " + line for line in text[-lines:]) or "  (empty)"
+
+
+def job_in_queue(job_id: str) -> bool:
+    """True while Slurm lists job `job_id` as pending or running (squeue, then sacct)."""
+    info = slurm.job_states([str(job_id)]).get(str(job_id))
+    return info is not None and not info.done
+
+
+# --- what the notebook measures on the engines ----------------------------------------------------
+
+
+def eager_limit(btl: str = "vader") -> int:
+    """Open MPI's eager limit of a BTL on this machine (bytes, header included), read from
+    `ompi_info --param btl <btl> --level 9`. Messages up to about this size are sent without
+    waiting for the receiver; larger ones wait until the receive is posted (rendezvous)."""
+    from hpclab.site import ompi
+
+    try:
+        p = ompi.run_ompi_info(["--param", "btl", btl, "--level", "9"]).params
+    except HpclabError:  # ompi_info prints nothing parsable for a BTL it does not have
+        p = None
+    row = p[p["param"] == f"btl_{btl}_eager_limit"] if p is not None and not p.empty else None
+    if row is None or row.empty:
+        raise HpclabError(f"ompi_info lists no btl_{btl}_eager_limit parameter",
+                          f"is the {btl} BTL built into this Open MPI? (ompi_info | grep btl)")
+    return int(row["value"].iloc[0])
+
+
+def pingpong_mpi4py(sizes: list[int], reps: int = 1000, api: str = "buffer",
+                    bytes_per_size: int = 64 * 2**20, trials: int = 3) -> list[dict] | None:
+    """Ping-pong between ranks 0 and 1 written in Python with mpi4py; run it on the engines
+    (view.apply_sync(pingpong_mpi4py, sizes)). Same conventions as build/bin/pingpong: an untimed
+    warm-up after a barrier, then `reps` round trips per size; t_usec = half a round trip (us),
+    mbytes_per_sec = bytes / t_usec (MB = 10^6 B).
+
+    sizes: message sizes in bytes; reps: round trips per size, lowered for big messages so each
+    size moves at most bytes_per_size bytes (at least 10 round trips); trials: timed loops per
+    size, t_usec is the median of their averages (a shared machine has outliers); api: "buffer"
+    (Send/Recv on a NumPy array, no copy through Python objects) or "pickle" (send/recv of a
+    bytes object, pickled). Returns rank 0's rows (bytes, repetitions, t_usec, mbytes_per_sec);
+    None on other ranks."""
+    import numpy as np
+    from mpi4py import MPI
+
+    if api not in ("buffer", "pickle"):
+        raise HpclabError(f"api must be 'buffer' or 'pickle', got {api!r}", "pick one of the two")
+    comm = MPI.COMM_WORLD
+    if comm.size < 2:
+        raise HpclabError("pingpong needs at least 2 ranks", "start MPIEngines(ranks=2)")
+    rank = comm.rank
+    rows = []
+    for size in sizes:
+        n = max(10, min(reps, bytes_per_size // max(int(size), 1)))
+        warm = max(2, n // 10)
+        buf = np.full(int(size), rank, dtype=np.uint8)
+        obj = bytes(int(size))
+        times = []
+        for _trial in range(max(1, trials)):
+            comm.Barrier()
+            times.append(_round_trips(comm, api, buf, obj, warm, n) / (2 * n) * 1e6)
+        t_usec = float(np.median(times))
+        rows.append({"bytes": int(size), "repetitions": n, "t_usec": t_usec,
+                     "mbytes_per_sec": size / t_usec if t_usec > 0 else 0.0,
+                     "t_usec_trials": times})
+    comm.Barrier()
+    return rows if rank == 0 else None
+
+
+def _round_trips(comm, api: str, buf, obj, warm: int, n: int) -> float:
+    # warm + n round trips between ranks 0 and 1; returns the seconds of the last n.
+    from mpi4py import MPI
+
+    rank = comm.rank
+    t0 = 0.0
+    for i in range(warm + n):
+        if i == warm:
+            t0 = MPI.Wtime()  # timing starts after the warm-up round trips
+        if rank == 0:
+            if api == "buffer":
+                comm.Send(buf, dest=1, tag=1)
+                comm.Recv(buf, source=1, tag=1)
+            else:
+                comm.send(obj, dest=1, tag=1)
+                obj = comm.recv(source=1, tag=1)
+        elif rank == 1:
+            if api == "buffer":
+                comm.Recv(buf, source=0, tag=1)
+                comm.Send(buf, dest=0, tag=1)
+            else:
+                obj = comm.recv(source=0, tag=1)
+                comm.send(obj, dest=0, tag=1)
+    return MPI.Wtime() - t0
+
+
+def median_by_size(tables: list, label: str):
+    """Several pingpong tables (e.g. the C kernel's repetitions, one run each) as one table with
+    the median t_usec and mbytes_per_sec per message size, the fastest and slowest run's t_usec
+    (t_usec_min, t_usec_max: the spread overhead() compares against); transport = label."""
+    import pandas as pd
+
+    if not tables:
+        raise HpclabError("no pingpong tables to combine", "pass [run.table() for run in runs]")
+    both = pd.concat(tables, ignore_index=True)
+    out = both.groupby("bytes", as_index=False).agg(
+        repetitions=("repetitions", "first"), t_usec=("t_usec", "median"),
+        mbytes_per_sec=("mbytes_per_sec", "median"), runs=("t_usec", "size"),
+        t_usec_min=("t_usec", "min"), t_usec_max=("t_usec", "max"))
+    out["transport"] = label
+    return out
+
+
+def pingpong_table(rows: list[dict], label: str):
+    """Rows from pingpong_mpi4py as a DataFrame with the columns of the C pingpong's table
+    (bytes, repetitions, t_usec, mbytes_per_sec) and transport = label."""
+    import pandas as pd
+
+    if not rows:
+        raise HpclabError("no pingpong rows", "take the result of rank 0 (engine 0)")
+    table = pd.DataFrame(rows)[["bytes", "repetitions", "t_usec", "mbytes_per_sec"]]
+    table["transport"] = label
+    return table
+
+
+def overhead(c_table, py_tables: dict):
+    """Python's cost per message, measured: for every size both sides measured, the C time,
+    each Python variant's time (us) and the difference (us) and ratio to C.
+
+    c_table: the C pingpong's table (bytes, t_usec, and t_usec_min / t_usec_max when it combines
+    several runs, as median_by_size gives); py_tables: {name: pingpong_table(...)}.
+    Returns a DataFrame with one row per size. With the C runs' spread, `{name}_vs_C` says whether
+    the Python time lies above every C run ("slower"), inside their spread ("within C's spread":
+    the extra is not resolved) or below every C run ("faster": a negative extra, which means the
+    two measurements differ in something besides Python, never that Python is cheaper)."""
+    import numpy as np
+    import pandas as pd
+
+    spread = [c for c in ("t_usec_min", "t_usec_max") if c in c_table]
+    out = c_table[["bytes", "t_usec", *spread]].rename(
+        columns={"t_usec": "C_us", "t_usec_min": "C_min_us", "t_usec_max": "C_max_us"})
+    for name, tab in py_tables.items():
+        part = tab[["bytes", "t_usec"]].rename(columns={"t_usec": f"{name}_us"})
+        out = out.merge(part, on="bytes", how="inner")
+        out[f"{name}_extra_us"] = out[f"{name}_us"] - out["C_us"]
+        out[f"{name}_x_C"] = out[f"{name}_us"] / out["C_us"]
+        if len(spread) == 2:
+            t = out[f"{name}_us"]
+            out[f"{name}_vs_C"] = np.select([t > out["C_max_us"], t < out["C_min_us"]],
+                                            ["slower", "faster"], "within C's spread")
+    if out.empty:
+        raise HpclabError("the C and Python pingpongs share no message size",
+                          "run both with the same sizes (powers of two from 1 byte)")
+    return out.sort_values("bytes").reset_index(drop=True)
+
+
+def overhead_figure(table, provenance=None):
+    """Extra one-way time of each Python variant over C against message size (us, log x).
+    table: the result of overhead(). Returns a matplotlib Figure."""
+    from hpclab.plots import figures as plots
+
+    fig = plots.new_figure(width=7, height=3.6)
+    ax = fig.subplots()
+    ax.grid(True, alpha=0.3)
+    names = [c[:-len("_extra_us")] for c in table.columns if c.endswith("_extra_us")]
+    for i, name in enumerate(names):
+        pos = table[table["bytes"] > 0]
+        color = plots.rank_color(i + 1)
+        ax.plot(pos["bytes"], pos[f"{name}_extra_us"], "-", lw=1, color=color)
+        resolved = pos[f"{name}_vs_C"] == "slower" if f"{name}_vs_C" in pos else pos["bytes"] > 0
+        ax.plot(pos["bytes"][resolved], pos[f"{name}_extra_us"][resolved], "o", ms=3.5, color=color,
+                label=f"{name} - C")
+        if (~resolved).any():  # hollow: inside the C runs' spread, or below it
+            ax.plot(pos["bytes"][~resolved], pos[f"{name}_extra_us"][~resolved], "o", ms=4.5,
+                    mfc="none", color=color, label=f"{name} - C, not above every C run")
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set(xscale="log", xlabel="message size [bytes]", ylabel="extra one-way time [us]",
+           title="What Python adds to each message (measured: Python time - C time)")
+    ax.legend(fontsize=8)
+    if provenance is not None:
+        plots.footnote(fig, provenance)
+    return fig
+
+
+def halo_figure(blocks: dict, title: str = "Each rank's block, ghost rows outlined"):
+    """Draw each rank's local array (rows x columns, ghost rows first and last) side by side,
+    top rank first, with the ghost rows outlined, so one can see which values a halo exchange
+    copied where. blocks: {rank: 2-D array}. Returns a matplotlib Figure."""
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    from hpclab.plots import figures as plots
+
+    if not blocks:
+        raise HpclabError("no blocks to draw", "pull the arrays with engines.view.pull(...)")
+    ranks = sorted(blocks)
+    arrays = [np.asarray(blocks[r], dtype=float) for r in ranks]
+    lo = min(a.min() for a in arrays)
+    hi = max(a.max() for a in arrays)
+    fig = plots.new_figure(width=2.6 * len(ranks) + 1, height=3.2)
+    axes = np.atleast_1d(fig.subplots(1, len(ranks)))
+    for ax, r, a in zip(axes, ranks, arrays):
+        im = ax.imshow(a, cmap="viridis", vmin=lo, vmax=hi, aspect="auto")
+        for row in (0, a.shape[0] - 1):
+            ax.add_patch(Rectangle((-0.5, row - 0.5), a.shape[1], 1, fill=False, ec="red", lw=1.5))
+        for (i, j), v in np.ndenumerate(a):
+            ax.text(j, i, f"{v:g}", ha="center", va="center", fontsize=6, color="w")
+        ax.set(title=f"rank {r}", xticks=[], yticks=range(a.shape[0]))
+        ax.set_yticklabels(["ghost"] + [str(i) for i in range(1, a.shape[0] - 1)] + ["ghost"], fontsize=7)
+    fig.colorbar(im, ax=list(axes), shrink=0.8)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def overhead_answers(table, buffer: str = "mpi4py buffer", pickle: str = "mpi4py pickle") -> list[str]:
+    """The three questions notebook 90 asks of overhead(), answered from the measured table:
+    is the small-message cost constant per message, from which size pickling costs clearly more
+    than the buffer path, and from which size the buffer path costs at most 10 % more than C.
+    Only sizes where Python was slower than every C run count ('slower'); returns sentences."""
+    def resolved(name):
+        col = f"{name}_vs_C"
+        return table[table[col] == "slower"] if col in table else table
+
+    out = []
+    small = resolved(buffer)[lambda t: (t["bytes"] > 0) & (t["bytes"] <= 1024)]
+    if len(small) >= 2:
+        lo, hi = small.iloc[0], small.iloc[-1]
+        grows = hi[f"{buffer}_extra_us"] > 1.5 * max(lo[f"{buffer}_extra_us"], 1e-9)
+        out.append(f"Small messages: the buffer path adds {lo[f'{buffer}_extra_us']:.2f} us at {int(lo['bytes'])} B "
+                   f"and {hi[f'{buffer}_extra_us']:.2f} us at {int(hi['bytes'])} B: "
+                   + ("it grows with size." if grows else "about constant per message, like a latency."))
+    else:
+        out.append("Small messages: too few sizes where Python was clearly slower than C to tell.")
+    both = table[(table["bytes"] > 0) & (table.get(f"{pickle}_vs_C", "slower") == "slower")]
+    worse = both[both[f"{pickle}_extra_us"] > 1.5 * both[f"{buffer}_extra_us"].clip(lower=1e-9)]
+    if len(worse):
+        first, last = worse.iloc[0], both.iloc[-1]
+        out.append(f"Pickling costs clearly more than the buffer path (over 1.5x its extra time) from "
+                   f"{int(first['bytes'])} B on, and its extra grows from {first[f'{pickle}_extra_us']:.1f} us to "
+                   f"{last[f'{pickle}_extra_us']:.1f} us at {int(last['bytes'])} B: each side copies the object "
+                   "into and out of a byte string, work proportional to the message.")
+    else:
+        out.append("Pickling never cost clearly more than the buffer path at the measured sizes.")
+    cheap = table[(table["bytes"] > 0) & (table[f"{buffer}_x_C"] <= 1.10)]
+    if len(cheap):
+        out.append(f"The buffer path stays within 10 % of C from {int(cheap['bytes'].iloc[0])} B on: for messages "
+                   "that size and larger a Python inner loop costs little; below it, every message pays Python's "
+                   "per-call cost.")
+    else:
+        out.append("The buffer path was more than 10 % slower than C at every size measured: keep inner loops in C here.")
+    return out

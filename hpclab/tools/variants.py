@@ -1,0 +1,109 @@
+"""Kernel variants: one C kernel built with other compile-time settings, measured side by side.
+
+A kernel's tuning knobs are `#ifndef` defaults (POISSON_PREFETCH in src/poisson/poisson.c, say);
+changing one means a rebuild. `build` compiles the kernel again with -D settings into
+build/variants/<name>/, so the course's binary in build/bin/ (the one every notebook, lab and spec
+runs) is never replaced. `compare` runs several builds of a kernel in turn, one task on one core
+as a Slurm job step, each writing the kernel's JSON report (its build flags included) into one
+folder below runs/<experiment>/, and returns one row per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
+
+KERNELS = ("stream", "pingpong", "poisson")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_MACRO = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def variant_dir(name: str) -> Path:
+    """build/variants/<name>: the binary in bin/, the objects in obj/."""
+    if not _NAME.match(name):
+        raise HpclabError(f"variant name {name!r} is not a plain folder name",
+                          "use letters, digits, '.', '_' or '-', e.g. 'no-prefetch'")
+    return paths.build_dir() / "variants" / name
+
+
+def build(kernel: str, name: str, defines: dict) -> Path:
+    """Build `kernel` with -D<macro>=<value> for each item of `defines` into variant_dir(name);
+    returns the binary's path. The course's build/bin/<kernel> is not touched. Raises HpclabError
+    for an unknown kernel, a malformed macro name or a failed build (with make's last lines)."""
+    if kernel not in KERNELS:
+        raise HpclabError(f"unknown kernel {kernel!r}", f"choose one of {', '.join(KERNELS)}")
+    bad = [m for m in defines if not _MACRO.match(str(m))]
+    if bad:
+        raise HpclabError(f"not a C macro name: {', '.join(map(str, bad))}",
+                          "use the setting's name from the kernel source, e.g. POISSON_PREFETCH")
+    where = variant_dir(name)
+    flags = " ".join(f"-D{m}={v}" for m, v in defines.items())
+    argv = ["make", "-s", "-C", str(paths.repo() / "src" / kernel), f"EXTRA_CFLAGS={flags}",
+            f"BINDIR={where / 'bin'}", f"OBJDIR={where / 'obj'}"]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-8:])
+        raise HpclabError(f"building {kernel} with {flags} failed:\n{tail}",
+                          f"run `{' '.join(argv)}` in a terminal to see the whole output")
+    return where / "bin" / kernel
+
+
+def _srun(time_limit: str) -> tuple[list[str], dict]:
+    from hpclab.site import profile as site_mod
+    from hpclab.site import slurm as slurm_mod
+
+    site = site_mod.load_site()
+    env = {**os.environ, **slurm_mod.slurm_env(), **{k: str(v) for k, v in site.env.items()},
+           "OMP_NUM_THREADS": "1"}
+    words = ["srun", "--ntasks=1", "--cpus-per-task=1", "--cpu-bind=cores", f"--mpi={site.srun_mpi}",
+             f"--partition={site.default_partition}", f"--time={time_limit}",
+             "--job-name=hpclab-variants", "--quiet"]
+    words += [f"--account={site.account}"] if site.account else []
+    words += [f"--qos={site.qos}"] if site.qos else []
+    return words, env
+
+
+def compare(builds: dict, args: list[str], repetitions: int = 3, experiment: str = "variants",
+            time_limit: str = "00:10:00") -> pd.DataFrame:
+    """Run each build ({label: binary path}) `repetitions` times, the builds taking turns, one
+    task on one core (srun), with the same kernel arguments `args` (without --json).
+
+    Returns one row per run: build, repetition, binary, build_flags (as the binary reports them),
+    report (the JSON file) and, for poisson, lups (lattice updates per second) and wall_time [s].
+    Reports are kept in runs/<experiment>/variants-<time>/. Raises HpclabError when a binary is
+    missing or a run fails (with its last lines of output)."""
+    if repetitions < 1:
+        raise HpclabError(f"repetitions = {repetitions}", "run each build at least once")
+    for label, exe in builds.items():
+        if not Path(exe).is_file():
+            raise HpclabError(f"the binary of {label!r}, {exe}, does not exist",
+                              "build it first (hpclab.tools.variants.build, or make -C src)")
+    folder = paths.runs_dir() / experiment / f"variants-{datetime.now():%Y%m%d-%H%M%S-%f}"
+    folder.mkdir(parents=True)
+    words, env = _srun(time_limit)
+    rows = []
+    for rep in range(1, repetitions + 1):
+        for k, (label, exe) in enumerate(builds.items()):
+            out = folder / f"{k}-{rep}.json"
+            argv = [*words, str(exe), *map(str, args), "--json", str(out)]
+            r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=folder)
+            (folder / f"{k}-{rep}.stdout").write_text(r.stdout + r.stderr)
+            if r.returncode != 0 or not out.is_file():
+                tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-8:])
+                raise HpclabError(f"{label!r} run {rep} failed (exit {r.returncode}):\n{tail}",
+                                  f"its output is in {folder}")
+            doc = json.loads(out.read_text())
+            res = doc.get("results", {})
+            rows.append({"build": label, "repetition": rep, "binary": str(exe),
+                         "build_flags": doc.get("config", {}).get("build_flags"), "report": str(out),
+                         "lups": res.get("lattice_updates_per_sec"), "wall_time": res.get("wall_time")})
+    return pd.DataFrame(rows)
