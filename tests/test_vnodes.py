@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hpclab.core import paths
-from hpclab.cluster import config, links, local, vnodes
+from hpclab.cluster import config, links, local, netns, vnodes
 from hpclab.core.errors import HpclabError
 
 # --- without a cluster ------------------------------------------------------------------------
@@ -101,8 +101,8 @@ def fake_system(tmp_path, monkeypatch):
     """A state folder, /run/netns and cpuset root below tmp_path, and no network devices: returns
     (layout, set of device names that 'exist'). Nothing here touches the real machine."""
     devices: set[str] = set()
-    monkeypatch.setattr(vnodes, "NETNS_DIR", tmp_path / "netns")
-    monkeypatch.setattr(vnodes, "CPUSET_ROOT", tmp_path / "cpuset")
+    monkeypatch.setattr(netns, "NETNS_DIR", tmp_path / "netns")
+    monkeypatch.setattr(netns, "CPUSET_ROOT", tmp_path / "cpuset")
     monkeypatch.setattr(vnodes, "_link_exists", lambda name: name in devices)
 
     def no_commands(argv, what):
@@ -146,7 +146,7 @@ def test_foreign_objects_lists_every_taken_name_not_in_the_record(fake_system):
     holds (a crashed cluster of ours) left to the teardown instead?"""
     lay, devices = fake_system
     devices.update({"hpclab-v1", "hpclab-v2"})
-    (vnodes.NETNS_DIR / "hpclab-node2").touch()
+    (netns.NETNS_DIR / "hpclab-node2").touch()
     vnodes.cgroup_dir("hpclab-node1").mkdir()
     vnodes._save_record(lay, {**{k: [] for k in vnodes.KINDS}, "veth": ["hpclab-v2"]})
     found = vnodes.foreign_objects(lay, 2)

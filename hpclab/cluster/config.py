@@ -31,6 +31,13 @@ from hpclab.core.errors import HpclabError
 
 CLUSTER_NAME = "hpclab"
 PARTITION = "debug"
+# The virtual nodes' bridge (cluster.vnodes makes it): slurmctld listens on the host's address
+# there when the cluster has virtual nodes.
+BRIDGE = "hpclab0"
+SUBNET = "10.213.0.0/24"  # private, used only on the project's bridge
+PREFIX_LEN = 24
+CONTROLLER_ADDR = "10.213.0.254"  # the host's address on the bridge
+
 MARKER = "# hpclab-managed"  # first line of every file the project may later replace
 
 # Non-default ports, so the embedded cluster never collides with a site's own Slurm or MariaDB.
@@ -214,9 +221,7 @@ def render_slurm_conf(lay: Layout, nodes: list[Node]) -> str:
         # Virtual nodes reach the controller over the project's bridge, not over loopback.
         # (NoCtldInAddrAny would not help: slurmctld then binds what its hostname resolves to,
         # which /etc/hosts maps to 127.0.0.1, out of the nodes' reach.)
-        from hpclab.cluster import vnodes
-
-        ctl_addr = vnodes.CONTROLLER_ADDR
+        ctl_addr = CONTROLLER_ADDR
     for n in nodes:
         h = n.hardware
         # A virtual node confined to part of the machine: the other CPUs are specialised (kept

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpclab.core import paths
-from hpclab.cluster import config
+from hpclab.cluster import config, netns
 from hpclab.cluster.config import Layout, Node
 from hpclab.cluster.daemons import Daemon, tail
 from hpclab.core.errors import HpclabError
@@ -87,9 +87,7 @@ def slurmd_daemon(lay: Layout, node: Node) -> Daemon:
     prefix: list[str] = []
     if node.netns:
         # A virtual node: its slurmd runs inside the node's namespaces and CPU subset.
-        from hpclab.cluster import vnodes
-
-        prefix = vnodes.launch_prefix(lay, node)
+        prefix = netns.launch_prefix(lay, node)
     return Daemon(f"slurmd ({node.name})", "slurmd", ["slurmd", "-f", str(lay.slurm_conf), "-N", node.name],
                   lay.run / f"slurmd-{node.name}.pid", lay.log / f"slurmd-{node.name}.log", env=slurm_env(lay),
                   prefix=prefix)
@@ -284,9 +282,7 @@ def _virtual_nodes_intact(nodes: list[Node]) -> bool:
     `up` can start the missing slurmd in them?"""
     if not nodes or not all(n.netns for n in nodes):
         return False
-    from hpclab.cluster import vnodes
-
-    return all((vnodes.NETNS_DIR / n.netns).exists() and vnodes.cgroup_dir(n.netns).is_dir() for n in nodes)
+    return all((netns.NETNS_DIR / n.netns).exists() and netns.cgroup_dir(n.netns).is_dir() for n in nodes)
 
 
 def _check_ports_free(lay: Layout) -> None:

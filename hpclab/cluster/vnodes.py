@@ -26,60 +26,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hpclab.cluster import config, links, local
+from hpclab.cluster.config import BRIDGE, CONTROLLER_ADDR, PREFIX_LEN, SUBNET
+from hpclab.cluster import netns
+from hpclab.cluster.netns import (NODE_IFACE, cgroup_dir,
+                                  host_veth, layout_file, netns_name, node_addr, node_dir, node_name,
+                                  record_file, vnodes_dir)
 from hpclab.cluster.config import Layout, Node, NodeHardware
 from hpclab.core.errors import HpclabError
 
-BRIDGE = "hpclab0"
-SUBNET = "10.213.0.0/24"  # private, used only on the project's bridge
-PREFIX_LEN = 24
-CONTROLLER_ADDR = "10.213.0.254"  # the host's address on the bridge: slurmctld listens here
 MAX_NODES = 64
-NETNS_DIR = Path("/run/netns")
-CPUSET_ROOT = Path("/sys/fs/cgroup/cpuset")
-OMPI_SYSTEM_MCA = Path("/etc/openmpi/openmpi-mca-params.conf")
 REQUIRED_PROGRAMS = ["ip", "tc", "nsenter", "unshare", "taskset", "mount"]
-
-
-# --- names -----------------------------------------------------------------------------------------
-
-def node_name(k: int) -> str:
-    return f"node{k}"
-
-
-def netns_name(k: int) -> str:
-    return f"hpclab-node{k}"
-
-
-def host_veth(k: int) -> str:
-    return f"hpclab-v{k}"  # the host end, enslaved to the bridge (15 characters at most)
-
-
-NODE_IFACE = "eth0"  # the node's end, inside its namespace: a node sees an ordinary eth0
-
-
-def node_addr(k: int) -> str:
-    return f"10.213.0.{k}"
-
-
-def vnodes_dir(lay: Layout) -> Path:
-    return lay.root / "vnodes"
-
-
-def node_dir(lay: Layout, name: str) -> Path:
-    """Per-node files: tmp/ (the node's /tmp), hosts, openmpi-mca-params.conf."""
-    return vnodes_dir(lay) / name
-
-
-def record_file(lay: Layout) -> Path:
-    return vnodes_dir(lay) / "created.json"
-
-
-def layout_file(lay: Layout) -> Path:
-    return vnodes_dir(lay) / "layout.json"
-
-
-def cgroup_dir(netns: str) -> Path:
-    return CPUSET_ROOT / netns
 
 
 # --- the record of what was created ----------------------------------------------------------
@@ -142,7 +98,7 @@ def _link_exists(name: str) -> bool:
 
 
 def _netns_exists(name: str) -> bool:
-    return (NETNS_DIR / name).exists()
+    return (netns.NETNS_DIR / name).exists()
 
 
 # --- objects with the project's names that the project did not create -------------------------
@@ -214,9 +170,9 @@ def _make_cgroup(lay: Layout, ns: str, cpus: list[int]) -> None:
         _refuse_foreign([("cgroup", str(cg))])
     except OSError as e:
         _forget(lay, "cgroup", str(cg))
-        raise HpclabError(f"could not create the cgroup {cg}: {e}", f"check that {CPUSET_ROOT} is writable (run as root)")
+        raise HpclabError(f"could not create the cgroup {cg}: {e}", f"check that {netns.CPUSET_ROOT} is writable (run as root)")
     (cg / "cpuset.cpus").write_text(",".join(map(str, cpus)))
-    (cg / "cpuset.mems").write_text((CPUSET_ROOT / "cpuset.mems").read_text().strip())
+    (cg / "cpuset.mems").write_text((netns.CPUSET_ROOT / "cpuset.mems").read_text().strip())
 
 
 def _wait_reachable(k: int, timeout: float = 10.0) -> None:
@@ -224,7 +180,7 @@ def _wait_reachable(k: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         # The node connects to a closed port on the host: "refused" proves the path works both ways.
-        r = subprocess.run(["nsenter", f"--net={NETNS_DIR / netns_name(k)}", "bash", "-c",
+        r = subprocess.run(["nsenter", f"--net={netns.NETNS_DIR / netns_name(k)}", "bash", "-c",
                             f"exec 3<>/dev/tcp/{CONTROLLER_ADDR}/9 2>&1"], capture_output=True, text=True)
         if "refused" in r.stdout + r.stderr or r.returncode == 0:
             return
@@ -244,7 +200,7 @@ def hosts_file(names: list[tuple[str, str]]) -> str:
 
 def mca_params(oversubscribed: bool) -> str:
     """The node's Open MPI system MCA file: the host's settings plus the virtual-node ones."""
-    base = OMPI_SYSTEM_MCA.read_text() if OMPI_SYSTEM_MCA.exists() else ""
+    base = netns.OMPI_SYSTEM_MCA.read_text() if netns.OMPI_SYSTEM_MCA.exists() else ""
     extra = [
         "",
         "# --- hpclab virtual nodes (bind-mounted over this file inside each node) ---",
@@ -259,51 +215,6 @@ def mca_params(oversubscribed: bool) -> str:
             "mpi_yield_when_idle = 1",
         ]
     return base.rstrip("\n") + "\n" + "\n".join(extra) + "\n"
-
-
-def _under_tmp(lay: config.Layout) -> list[str]:
-    """Paths (relative to /tmp) of the folders jobs on a node need that lie below /tmp: the
-    repository, the cluster state and the run folders; nested ones are covered by their parent."""
-    import shlex
-
-    from hpclab.core import paths
-
-    rels = []
-    for p in sorted({Path(os.path.realpath(x)) for x in (paths.repo(), lay.root, paths.runs_dir())}, key=lambda p: len(p.parts)):
-        if p.parts[:2] != ("/", "tmp") or len(p.parts) < 3:
-            continue
-        if any(p.is_relative_to(Path("/tmp") / r) for r in rels):
-            continue
-        rels.append(str(p.relative_to("/tmp")))
-    return [shlex.quote(r) for r in rels]
-
-
-def launch_prefix(lay: Layout, node: Node) -> list[str]:
-    """The wrapper that starts a node's slurmd inside its namespaces and CPU subset.
-
-    nsenter joins the node's network namespace (not `ip netns exec`, which remounts /sys and hides
-    the cgroup fs from slurmd); unshare gives it its own hostname and mounts; the script joins the
-    cpuset cgroup, bind-mounts the node's /tmp, hosts and MCA files, and execs the command under
-    taskset, so the pid stays the daemon's.
-    """
-    d = node_dir(lay, node.name)
-    cpus = ",".join(map(str, node.cpuset))
-    # The private /tmp is mounted last: the node's own files, and the repository and state when
-    # they live below /tmp (a checkout in /tmp, as CI may use), must still be reachable. Those
-    # folders are bound into the node's /tmp at the same place first.
-    keep = [f"mkdir -p {d / 'tmp'}/{rel} && mount --bind /tmp/{rel} {d / 'tmp'}/{rel}" for rel in _under_tmp(lay)]
-    script = "\n".join([
-        "set -e",
-        f"echo $$ > {cgroup_dir(node.netns) / 'tasks'}",
-        f"hostname {node.name}",
-        f"mount --bind {d / 'hosts'} /etc/hosts",
-        f"if [ -e {OMPI_SYSTEM_MCA} ]; then mount --bind {d / 'openmpi-mca-params.conf'} {OMPI_SYSTEM_MCA}; fi",
-        *keep,
-        f"mount --rbind {d / 'tmp'} /tmp",  # rbind: carries the folders bound into it
-        f'exec taskset --cpu-list {cpus} "$@"',
-    ])
-    return ["nsenter", f"--net={NETNS_DIR / node.netns}", "unshare", "--uts", "--mount", "--propagation", "private",
-            "sh", "-c", script, node.name]
 
 
 # --- planning --------------------------------------------------------------------------------
@@ -362,8 +273,8 @@ def _check_tools() -> None:
     if missing:
         raise HpclabError(f"programs missing for virtual nodes: {', '.join(missing)}",
                           "install iproute2 and util-linux (apt-get install iproute2 util-linux)")
-    if not CPUSET_ROOT.is_dir():
-        raise HpclabError(f"no cpuset cgroup at {CPUSET_ROOT}: virtual nodes cannot be confined to CPUs",
+    if not netns.CPUSET_ROOT.is_dir():
+        raise HpclabError(f"no cpuset cgroup at {netns.CPUSET_ROOT}: virtual nodes cannot be confined to CPUs",
                           "run on a machine with the cgroup v1 cpuset controller mounted there")
 
 
@@ -474,7 +385,7 @@ def _teardown(lay: Layout) -> list[str]:
             subprocess.run(["ip", "link", "del", veth], capture_output=True)
             removed.append(f"veth {veth}")
     for ns in rec["netns"]:
-        if (NETNS_DIR / ns).exists():
+        if (netns.NETNS_DIR / ns).exists():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
             removed.append(f"netns {ns}")
     for br in rec["bridge"]:
@@ -482,7 +393,7 @@ def _teardown(lay: Layout) -> list[str]:
             subprocess.run(["ip", "link", "del", br], capture_output=True)
             removed.append(f"bridge {br}")
     left = [n for n in rec["veth"] + rec["bridge"] if _link_exists(n)] + \
-           [n for n in rec["netns"] if (NETNS_DIR / n).exists()] + [c for c in rec["cgroup"] if Path(c).exists()]
+           [n for n in rec["netns"] if (netns.NETNS_DIR / n).exists()] + [c for c in rec["cgroup"] if Path(c).exists()]
     if left:
         raise HpclabError(f"could not remove: {', '.join(left)}", f"remove them by hand; the record is {record_file(lay)}")
     record_file(lay).unlink(missing_ok=True)
@@ -513,10 +424,10 @@ class NetworkState:
 
 def network_state() -> NetworkState:
     """The project's bridge, namespaces, veths and cgroups that exist now, by their names."""
-    ns = sorted(p.name for p in NETNS_DIR.glob("hpclab-node*")) if NETNS_DIR.is_dir() else []
+    ns = sorted(p.name for p in netns.NETNS_DIR.glob("hpclab-node*")) if netns.NETNS_DIR.is_dir() else []
     r = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
     devs = [line.split(":")[1].strip().split("@")[0] for line in r.stdout.splitlines() if ":" in line]
-    cgs = sorted(p.name for p in CPUSET_ROOT.glob("hpclab-node*")) if CPUSET_ROOT.is_dir() else []
+    cgs = sorted(p.name for p in netns.CPUSET_ROOT.glob("hpclab-node*")) if netns.CPUSET_ROOT.is_dir() else []
     return NetworkState(BRIDGE in devs, ns, sorted(d for d in devs if d.startswith("hpclab-v")), cgs)
 
 
