@@ -11,7 +11,7 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from hpclab.plots import figures as plots
+from hpclab.plots import figures as plots, machine
 from hpclab.core.errors import HpclabError
 from hpclab.runs.parse import parse_run, run_topology
 from hpclab.site.topology import read_xml
@@ -121,7 +121,7 @@ def test_topology_with_run_bindings(tmp_path):
     ranks = st.drop_duplicates("rank")
     launcher = pd.DataFrame({"rank": ranks["rank"], "cpus": ranks["bound_cpus"]})
     actual = pd.DataFrame({"rank": ranks["rank"], "cpus": [[c] for c in ranks["cpu"]]})
-    fig = plots.topology_bindings(run_topology(run), {"launcher binding": launcher,
+    fig = machine.topology_bindings(run_topology(run), {"launcher binding": launcher,
                                                       "CPU the rank ran on": actual},
                                   provenance=st.attrs["provenance"])
     saved(fig, tmp_path, "topology")
@@ -132,7 +132,7 @@ def test_topology_with_run_bindings(tmp_path):
 def test_topology_of_synthetic_two_socket_node(tmp_path):
     """Does a synthetic two-socket node draw with ranks spread over both packages?"""
     topo = read_xml(DATA / "lstopo_synthetic_2pack.xml")
-    fig = plots.topology_bindings(topo, pd.DataFrame({"rank": [0, 1], "cpus": [[0, 1], [8, 9]]}))
+    fig = machine.topology_bindings(topo, pd.DataFrame({"rank": [0, 1], "cpus": [[0, 1], [8, 9]]}))
     saved(fig, tmp_path, "synthetic")
     assert "provenance unknown" in footnote_of(fig)
 
@@ -166,7 +166,7 @@ def test_binding_panels_of_a_threaded_run():
     """For one rank with two OpenMP threads, does the 'ran on' panel list both threads' CPUs?"""
     run = RUNS / "stream-1rank-2threads"
     t = parse_run(run, "stream")
-    panels = plots.binding_panels(t)
+    panels = machine.binding_panels(t)
     ran = panels["CPUs the rank and its threads ran on"]
     place = pd.DataFrame(t.attrs["placement"])
     assert ran["cpus"].iloc[0] == sorted(set(place[place["thread"].notna()]["cpu"]))
@@ -175,7 +175,7 @@ def test_binding_panels_of_a_threaded_run():
 
 def test_run_bindings_figure_has_one_panel_per_view(tmp_path):
     """Does a run with mpirun --report-bindings give launcher, affinity and ran-on panels?"""
-    fig = plots.run_bindings(RUNS / "stream-bind-core", "stream")
+    fig = machine.run_bindings(RUNS / "stream-bind-core", "stream")
     saved(fig, tmp_path, "run_bindings")
     assert len(fig.axes) == 3
     assert "binding reported by mpirun" in fig.axes[0].get_title(loc="left")

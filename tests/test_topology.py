@@ -12,11 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpclab.core.errors import HpclabError
+from hpclab.plots.machine import draw, figure
 from hpclab.site.topology import (
     cpulist_to_cpus,
     cpus_to_cpulist,
-    draw,
-    figure,
     lstopo_image,
     mask_to_cpus,
     parse_xml,
