@@ -18,6 +18,7 @@ from hpclab.trace.mapping import blocked_mapping, internode_messages, linear_map
 from hpclab.trace.model import IDEAL, hockney
 from hpclab.trace.replay import replay
 from hpclab.trace.split import split
+from hpclab.site import ompi
 
 UNIFORM = {"red": 1.0, "black": 1.0, "copy": 1.0, "residuum": 1.0}
 
@@ -134,7 +135,7 @@ def test_quoted_inter_rows_come_from_the_seed():
 
 def test_eager_limit_read_from_ompi_info():
     """Does this machine's Open MPI report a positive shared-memory eager limit?"""
-    assert imb.eager_limit() > 0
+    assert ompi.eager_limit() > 0
 
 
 def _analysed(label, rep, compute):
@@ -264,7 +265,7 @@ def test_traced_poisson_run_end_to_end(cluster, tmp_path, monkeypatch):
     cfg = imb.configurations(2)[0]
     runs = experiment.run(imb.poisson_specs([cfg], n=60, iters=5, repetitions=1, experiment="t05"),
                           progress=False, timeout=300)
-    [a] = imb.analyse(runs, eager=imb.eager_limit())
+    [a] = imb.analyse(runs, eager=ompi.eager_limit())
     s = a.split
     assert s.T_comp + s.T_transfer + s.T_load + s.T_depend == pytest.approx(s.T_real)
     assert s.T_ideal <= s.T_real * 1.0001 + 1000  # the ideal replay is never (noticeably) slower

@@ -21,6 +21,7 @@ from hpclab.tools import interactive
 from hpclab.site import profile as site_mod
 from hpclab.core.errors import HpclabError
 from hpclab.tools.interactive import MPIEngines
+from hpclab.site import ompi
 
 
 # --- no cluster needed ---------------------------------------------------------------------------
@@ -141,9 +142,9 @@ def test_halo_figure_draws_one_panel_per_rank():
 
 def test_eager_limit_is_read_from_open_mpi():
     """Is the vader eager limit a positive number of bytes read from ompi_info, and an unknown BTL an error?"""
-    assert interactive.eager_limit("vader") > 0
+    assert ompi.eager_limit("vader") > 0
     with pytest.raises(HpclabError, match="no btl_nosuchbtl_eager_limit"):
-        interactive.eager_limit("nosuchbtl")
+        ompi.eager_limit("nosuchbtl")
 
 
 # --- real engines on the local cluster ----------------------------------------------------------
@@ -182,7 +183,7 @@ def test_deadlock_times_out_and_engines_recover(cluster):
     eng = MPIEngines(ranks=2, mca={"pml": "ob1"}, queue_timeout=600).start()
     try:
         # ob1 between the two ranks: vader on one node, tcp between nodes
-        limit = interactive.eager_limit("vader" if len(set(eng.hosts().values())) == 1 else "tcp")
+        limit = ompi.eager_limit("vader" if len(set(eng.hosts().values())) == 1 else "tcp")
         small = eng.execute(code.format(n=limit // 4), timeout=30)
         assert small.finished and not small.restarted
         assert all("done" in out for out in small.stdout.values())

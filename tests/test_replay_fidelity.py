@@ -22,6 +22,7 @@ from hpclab.analysis import imbalance as imb
 from hpclab.trace.load import load_run
 from hpclab.trace.replay import replay
 from hpclab.trace.split import rank_times, split
+from hpclab.site import ompi
 
 pytestmark = pytest.mark.cluster
 
@@ -32,7 +33,7 @@ def test_replay_under_fitted_model_reproduces_the_measured_time(cluster, tmp_pat
     monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path / "runs"))
     [pp] = experiment.run(spec.make_spec(kernel="pingpong", ntasks=2, args={"max_bytes": 1 << 16},
                                          binding={"cpu_bind": "cores"}, experiment="fidelity"), progress=False)
-    model = imb.pingpong_model(pp.table()[["bytes", "t_usec"]].to_dict("records"), eager=imb.eager_limit())
+    model = imb.pingpong_model(pp.table()[["bytes", "t_usec"]].to_dict("records"), eager=ompi.eager_limit())
     runs = experiment.run(spec.make_spec(kernel="poisson", ntasks=2, trace=True, binding={"cpu_bind": "cores"},
                                          args={"n": 256, "grid": "1x2", "exchange": exchange, "iters": 50},
                                          repetitions=3, experiment="fidelity"), progress=False)
@@ -40,7 +41,7 @@ def test_replay_under_fitted_model_reproduces_the_measured_time(cluster, tmp_pat
     # out inside an MPI call makes the measurement longer in a way no network model contains.
     traces = [load_run(r.path) for r in runs]
     trace = min(traces, key=lambda t: rank_times(t)["not_running_ns"].sum())
-    measured = split(trace, replay(trace, imb.ideal_model(imb.eager_limit())))
+    measured = split(trace, replay(trace, imb.ideal_model(ompi.eager_limit())))
     replayed = split(replay(trace, model, bursts="wall"))
     assert replayed.T_real == pytest.approx(measured.T_real, rel=0.15)
     five = split(trace, model=model)

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from hpclab.core import paths
-from hpclab.site import profile as site
+from hpclab.site import ompi, profile as site
 from hpclab.core.errors import HpclabError
 
 
@@ -116,7 +116,7 @@ def test_ompi_info_is_stored_once_by_content(tmp_path, monkeypatch):
     second = site.store_ompi_info()
     assert first == second and first.parent == tmp_path / "_site"
     assert second.stat().st_mtime_ns == mtime
-    assert first.read_text() == site.ompi_info_text()
+    assert first.read_text() == ompi.all_text()
 
 
 def test_numa_nodes_include_node_zero():

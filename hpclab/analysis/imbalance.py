@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from hpclab.core.errors import HpclabError
+from hpclab.site import ompi
 
 EXPERIMENT = "05-imbalance"
 # What one bar of the imbalance diagram holds, in stacking order (attributes of trace.split.Split).
@@ -134,7 +135,7 @@ def rendezvous_n(grid: str, eager: int, factor: float = 2.0, multiple: int = 64)
     """The smallest n (a multiple of `multiple`) whose halo messages on grid 'PxQ' are all at
     least `factor` x `eager` bytes (see halo_bytes), so every blocking send of the exchange waits
     for its receive (rendezvous) and the naive exchange's chain is real. eager: the eager limit
-    in bytes (eager_limit()). A factor of 2 keeps clear of the limit's header slack: measured
+    in bytes (ompi.eager_limit()). A factor of 2 keeps clear of the limit's header slack: measured
     here, vader sends a 4096-byte payload by rendezvous already (docs/kernel-contract.md)."""
     p, q = (int(x) for x in grid.split("x"))
     if p * q < 2:
@@ -160,7 +161,7 @@ def dependency_table(analysed: list[Analysed], iterations: int | None = None, mo
     costs is one message time per link, one after the other: 2 (P - 1) message times per
     dimension and exchange on a chain of P ranks, against about one for the non-blocking
     exchange. With `model` (a NetworkModel with latency, bandwidth and eager limit, e.g.
-    pingpong_model(..., eager=eager_limit())) each trace is also replayed on it, and the
+    pingpong_model(..., eager=ompi.eager_limit())) each trace is also replayed on it, and the
     columns `T_chain` (replay on the model minus the ideal replay: what messages cost, same
     unit as the other times) and `chain_vs_nonblocking` (over the non-blocking runs' median)
     show that cost."""
@@ -316,19 +317,6 @@ def iteration_window(trace, k: int) -> tuple[int, int]:
 
 
 # --- the network model ---------------------------------------------------------------------------
-
-
-def eager_limit() -> int:
-    """Open MPI's shared-memory eager limit on this machine (btl_vader_eager_limit, bytes), read
-    from ompi_info; the largest message a blocking send hands off without waiting."""
-    from hpclab.site import ompi
-    from hpclab.site import profile as site_mod
-    params = ompi.parse_ompi_info(site_mod.ompi_info_text()).params
-    hit = params[params["param"] == "btl_vader_eager_limit"] if not params.empty else params
-    if hit.empty:
-        raise HpclabError("ompi_info does not list btl_vader_eager_limit",
-                          "check that Open MPI's vader BTL is installed (ompi_info | grep vader)")
-    return int(hit["value"].iloc[0])
 
 
 def quoted_inter_rows(network: str = "40G InfiniBand (Mellanox)", component: str = "pml/ucx") -> list[dict]:

@@ -60,8 +60,9 @@ def ideal_network():
     bandwidth, messages above Open MPI's eager limit on this machine still rendezvous. Returns
     (model, note); note says why every message is eager when the limit cannot be read."""
     from hpclab.analysis import imbalance as imb
+    from hpclab.site import ompi
     try:
-        eager = imb.eager_limit()
+        eager = ompi.eager_limit()
     except HpclabError as err:
         return imb.ideal_model(None), f"eager limit unknown ({err.what}): every message is eager"
     return imb.ideal_model(eager), ""

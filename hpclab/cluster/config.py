@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hpclab.core import paths
+from hpclab.core.io import write_if_changed
 from hpclab.core.errors import HpclabError
 
 CLUSTER_NAME = "hpclab"
@@ -393,18 +394,6 @@ StorageUser=slurm
 StoragePass={db_password(lay)}
 StorageLoc=slurm_acct_db
 """
-
-
-def write_if_changed(path: Path, text: str, mode: int = 0o644) -> bool:
-    """Write atomically (temp + rename) only when the content differs; True if written."""
-    if path.exists() and path.read_text() == text:
-        path.chmod(mode)
-        return False
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    tmp.replace(path)
-    return True
 
 
 def write_configs(lay: Layout, nodes: list[Node]) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpclab.core import paths
+from hpclab.core.io import write_atomic
 from hpclab.cluster import config, netns
 from hpclab.cluster.config import Layout, Node
 from hpclab.cluster.daemons import Daemon, tail
@@ -174,12 +175,7 @@ def _prepare_munge(lay: Layout) -> None:
     if not lay.munge_key.exists():
         # Created 0400 from the first byte: a key readable by others even for a moment is a
         # key anyone on the machine may have copied.
-        tmp = lay.munge_dir / "munge.key.tmp"
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
-        with os.fdopen(fd, "wb") as f:
-            f.write(os.urandom(1024))
-        tmp.replace(lay.munge_key)
+        write_atomic(lay.munge_key, os.urandom(1024), mode=0o400)
     os.chown(lay.munge_key, munge.pw_uid, munge.pw_gid)
     lay.munge_key.chmod(0o400)
 

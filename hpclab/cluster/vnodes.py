@@ -33,6 +33,7 @@ from hpclab.cluster.netns import (NODE_IFACE, cgroup_dir,
                                   record_file, vnodes_dir)
 from hpclab.cluster.config import Layout, Node, NodeHardware
 from hpclab.core.errors import HpclabError
+from hpclab.core.io import write_atomic
 
 MAX_NODES = 64
 REQUIRED_PROGRAMS = ["ip", "tc", "nsenter", "unshare", "taskset", "mount"]
@@ -53,9 +54,7 @@ def _load_record(lay: Layout) -> dict[str, list[str]]:
 
 def _save_record(lay: Layout, rec: dict[str, list[str]]) -> None:
     record_file(lay).parent.mkdir(parents=True, exist_ok=True)
-    tmp = record_file(lay).with_suffix(".tmp")
-    tmp.write_text(json.dumps(rec, indent=1))
-    tmp.replace(record_file(lay))
+    write_atomic(record_file(lay), json.dumps(rec, indent=1))
 
 
 def _remember(lay: Layout, kind: str, name: str) -> None:

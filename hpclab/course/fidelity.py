@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
+from hpclab.core.io import write_atomic
 
 VERDICTS = ("yes", "partly", "no", "not shown")
 LEDGER_ENV = "HPCLAB_FIDELITY_DIR"  # set by the course run: where notebooks record their rows
@@ -120,9 +121,7 @@ def record(row: Row) -> Row:
     """Write a notebook's row into the ledger (one file per claim, replaced atomically); returns it."""
     folder = ledger_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{row.id}.json.tmp"
-    tmp.write_text(json.dumps(asdict(row), indent=1))
-    tmp.replace(folder / f"{row.id}.json")
+    write_atomic(folder / f"{row.id}.json", json.dumps(asdict(row), indent=1))
     return row
 
 

@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 from hpclab.core.errors import HpclabError
+from hpclab.core.io import write_atomic
 
 DATA = "data"
 MANIFEST = "MANIFEST.json"
@@ -109,9 +110,7 @@ def pack(run_dirs: dict[str, str | Path], lab_dir: str | Path = ".") -> Path:
             "packed": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "sha256": checksums(dest)}
         roles[role] = src.name
-    tmp = path.with_name(MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return data
 
 

@@ -25,22 +25,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from hpclab.core import paths
+from hpclab.core.io import write_atomic
 from hpclab.core.errors import HpclabError
 
 STATES = ("pending", "running", "completed", "failed", "timeout", "cancelled")
 INDEX_FIELDS = ("run_id", "experiment", "kernel", "state", "job_id", "created", "label")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same folder and a rename, so readers
-    see the old content or the new one, never half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def new_run_id() -> str:

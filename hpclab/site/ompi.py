@@ -9,6 +9,7 @@ record per line (`mca:btl:vader:version:"component:4.1.4"`); with `--all` or `--
 
 from __future__ import annotations
 
+import functools
 import shlex
 import shutil
 import subprocess
@@ -221,6 +222,41 @@ def run_ompi_info(extra: list[str] | None = None, timeout: float = 60.0) -> Ompi
         raise HpclabError(f"{' '.join(cmd)} failed with exit code {done.returncode}: "
                           f"{done.stderr.strip()[:200]}", "check the arguments")
     return parse_ompi_info(done.stdout, source=" ".join(cmd))
+
+
+def all_text() -> str:
+    """The full `ompi_info --parsable --all` text of this machine (run once per process)."""
+    return _all_text()
+
+
+@functools.lru_cache(maxsize=1)
+def _all_text() -> str:
+    exe = shutil.which("ompi_info")
+    if exe is None:
+        raise HpclabError("ompi_info is not on PATH, so MPI components cannot be checked",
+                          "install Open MPI (apt-get install openmpi-bin) or load its module")
+    res = subprocess.run([exe, "--parsable", "--all"], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise HpclabError(f"ompi_info failed: {res.stderr.strip()[-300:]}", "check the Open MPI install")
+    return res.stdout
+
+
+@functools.lru_cache(maxsize=1)
+def this_machine() -> OmpiInfo:
+    """This machine's Open MPI, parsed from all_text() (once per process)."""
+    return parse_ompi_info(all_text(), source="ompi_info --parsable --all")
+
+
+def eager_limit(btl: str = "vader") -> int:
+    """Open MPI's eager limit of a BTL on this machine (btl_<btl>_eager_limit, bytes, header
+    included): messages up to about this size are sent without waiting for the receiver; larger
+    ones wait until the receive is posted (rendezvous). The one reader of it in hpclab."""
+    params = this_machine().params
+    hit = params[params["param"] == f"btl_{btl}_eager_limit"] if not params.empty else params
+    if hit.empty:
+        raise HpclabError(f"ompi_info lists no btl_{btl}_eager_limit parameter",
+                          f"is the {btl} BTL built into this Open MPI? (ompi_info | grep btl)")
+    return int(hit["value"].iloc[0])
 
 
 def component_table(info: OmpiInfo, frameworks: list[str] | None = None) -> pd.DataFrame:

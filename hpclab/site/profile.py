@@ -24,6 +24,8 @@ import yaml
 
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
+from hpclab.core.io import write_atomic
+from hpclab.site import ompi
 
 DEFAULT_SITE = "local"
 
@@ -188,52 +190,27 @@ def discover_memory(name: str) -> int | None:
     return min(mems) if mems else None
 
 
-def ompi_info_text() -> str:
-    """The full `ompi_info --parsable --all` text of this system (cached per process)."""
-    return _ompi_info_text()
-
-
-@functools.lru_cache(maxsize=1)
-def _ompi_info_text() -> str:
-    if not shutil.which("ompi_info"):
-        raise HpclabError("ompi_info is not on PATH, so MPI components cannot be checked",
-                          "install Open MPI (apt-get install openmpi-bin) or load its module")
-    res = subprocess.run(["ompi_info", "--parsable", "--all"], capture_output=True, text=True)
-    if res.returncode != 0:
-        raise HpclabError(f"ompi_info failed: {res.stderr.strip()[-300:]}", "check the Open MPI install")
-    return res.stdout
-
-
 def store_ompi_info() -> Path:
     """Save the ompi_info text once under runs/_site/<sha256-prefix>.txt (content-addressed, so a
     run folder can reference it instead of copying it). Returns the file's path."""
-    text = ompi_info_text()
+    text = ompi.all_text()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     target = paths.runs_dir() / "_site" / f"{digest}.txt"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, target)
+        write_atomic(target, text)
     return target
-
-
-@functools.lru_cache(maxsize=1)
-def _ompi_info():
-    from hpclab.site.ompi import parse_ompi_info  # the one parser of ompi_info output
-
-    return parse_ompi_info(ompi_info_text(), source="ompi_info --parsable --all")
 
 
 def mca_components() -> dict[str, frozenset[str]]:
     """Open MPI components installed here, by framework: {"btl": {"self", "tcp", ...}, ...}."""
-    info = _ompi_info()
+    info = ompi.this_machine()
     return {fw: frozenset(info.available(fw)) for fw in info.frameworks()}
 
 
 def mca_params() -> frozenset[str]:
     """Names of every MCA parameter Open MPI knows here (e.g. "btl_tcp_if_include")."""
-    params = _ompi_info().params
+    params = ompi.this_machine().params
     return frozenset(params["param"]) if not params.empty else frozenset()
 
 

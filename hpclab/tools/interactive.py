@@ -442,23 +442,6 @@ def job_in_queue(job_id: str) -> bool:
 # --- what the notebook measures on the engines ----------------------------------------------------
 
 
-def eager_limit(btl: str = "vader") -> int:
-    """Open MPI's eager limit of a BTL on this machine (bytes, header included), read from
-    `ompi_info --param btl <btl> --level 9`. Messages up to about this size are sent without
-    waiting for the receiver; larger ones wait until the receive is posted (rendezvous)."""
-    from hpclab.site import ompi
-
-    try:
-        p = ompi.run_ompi_info(["--param", "btl", btl, "--level", "9"]).params
-    except HpclabError:  # ompi_info prints nothing parsable for a BTL it does not have
-        p = None
-    row = p[p["param"] == f"btl_{btl}_eager_limit"] if p is not None and not p.empty else None
-    if row is None or row.empty:
-        raise HpclabError(f"ompi_info lists no btl_{btl}_eager_limit parameter",
-                          f"is the {btl} BTL built into this Open MPI? (ompi_info | grep btl)")
-    return int(row["value"].iloc[0])
-
-
 def pingpong_mpi4py(sizes: list[int], reps: int = 1000, api: str = "buffer",
                     bytes_per_size: int = 64 * 2**20, trials: int = 3) -> list[dict] | None:
     """Ping-pong between ranks 0 and 1 written in Python with mpi4py; run it on the engines

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hpclab.core.errors import HpclabError
+from hpclab.core.io import write_atomic
 from hpclab.trace.events import Trace, empty_events, normalise
 
 MAGIC = b"MPITRACE"
@@ -489,8 +490,8 @@ def _write_cache(folder: Path, trace: Trace) -> None:
     ev = trace.events.copy()
     ev["completes"] = [list(c) for c in ev["completes"]]
     try:
-        ev.to_parquet(folder / CACHE_NAME, index=False)
         side = {"comms": trace.comms, "hosts": trace.hosts, "meta": trace.meta}
-        (folder / (CACHE_NAME + ".json")).write_text(json.dumps(side, default=str))
+        write_atomic(folder / CACHE_NAME, ev.to_parquet(index=False))
+        write_atomic(folder / (CACHE_NAME + ".json"), json.dumps(side, default=str))
     except OSError:
         pass  # a read-only trace folder simply has no cache

@@ -45,7 +45,7 @@ def wait_states(trace: Trace, eager_limit: int | None = None) -> pd.DataFrame:
     pattern, wait_ns.
 
     eager_limit: messages up to this many bytes are eager and never make a Late Receiver
-    (default: eager_limit_of(trace); pass this machine's, e.g. hpclab.analysis.imbalance.eager_limit())."""
+    (default: eager_limit_of(trace); pass this machine's, e.g. hpclab.site.ompi.eager_limit())."""
     limit = eager_limit_of(trace, eager_limit)
     ev = trace.events
     te = ev["t_enter"].to_numpy()

@@ -20,6 +20,7 @@ import pytest
 
 from hpclab.cli import main as cli
 from hpclab.core.errors import HpclabError
+from hpclab.site import ompi
 from hpclab.trace import load
 
 
@@ -55,7 +56,7 @@ def value(out: str, row: str) -> float:
 
 @pytest.fixture
 def eager4096(monkeypatch):
-    monkeypatch.setattr("hpclab.analysis.imbalance.eager_limit", lambda: 4096)
+    monkeypatch.setattr("hpclab.site.ompi.eager_limit", lambda: 4096)
 
 
 def test_trace_command_prints_violations_profile_split_and_writes_plots(tmp_path, capsys, eager4096):
@@ -91,7 +92,7 @@ def test_cli_and_notebook_agree_on_t_ideal(tmp_path, capsys, eager4096):
     from hpclab.trace.split import split
     run = write_run(tmp_path / "run")
     tr = load_run(run)
-    notebook = split(tr, replay(tr, imb.ideal_model(imb.eager_limit()))).T_ideal
+    notebook = split(tr, replay(tr, imb.ideal_model(ompi.eager_limit()))).T_ideal
     assert cli.main(["trace", str(run), "--model", "ideal"]) == 0
     out = capsys.readouterr().out
     assert value(out, "T_ideal") == pytest.approx(notebook * 1e-9)
@@ -102,7 +103,7 @@ def test_without_ompi_info_every_message_is_eager_and_the_cli_says_so(tmp_path, 
     """When the eager limit cannot be read, is the all-eager ideal network used, and named?"""
     def no_ompi_info():
         raise HpclabError("ompi_info is not on PATH")
-    monkeypatch.setattr("hpclab.analysis.imbalance.eager_limit", no_ompi_info)
+    monkeypatch.setattr("hpclab.site.ompi.eager_limit", no_ompi_info)
     run = write_run(tmp_path / "run")
     assert cli.main(["trace", str(run), "--model", "ideal"]) == 0
     out = capsys.readouterr().out
