@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.io import write_atomic
 from hpclab.cluster import config, netns
 from hpclab.cluster.config import Layout, Node
@@ -221,10 +221,7 @@ def _prepare_database(lay: Layout) -> None:
 def _sacctmgr(lay: Layout, args: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
     """sacctmgr ARGS, or None when it does not answer within `timeout` s (slurmdbd hung or its
     database unreachable: sacctmgr then waits for its connection to time out)."""
-    try:
-        return subprocess.run(["sacctmgr", *args], capture_output=True, text=True, env=_env(lay), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None
+    return commands.run(["sacctmgr", *args], "ask sacctmgr", env=_env(lay), timeout=timeout)
 
 
 def _sacctmgr_ok(lay: Layout) -> bool:
@@ -249,12 +246,8 @@ def _register_cluster(lay: Layout) -> None:
 def node_states(lay: Layout | None = None) -> dict[str, str]:
     """Slurm's state of every node, e.g. {'vm': 'idle'}; empty if slurmctld does not answer."""
     lay = lay or config.layout()
-    try:
-        r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, env=_env(lay),
-                           timeout=15)
-    except subprocess.TimeoutExpired:
-        return {}
-    if r.returncode != 0:
+    r = commands.run(["sinfo", "-h", "-N", "-o", "%N %T"], "ask sinfo", env=_env(lay), timeout=15)
+    if r is None or r.returncode != 0:
         return {}
     return dict(line.split(None, 1) for line in r.stdout.splitlines() if line.strip())
 
@@ -265,8 +258,8 @@ def _nodes_ready(lay: Layout, names: list[str]) -> bool:
         state = states.get(name, "").rstrip("*~#!%$@^-")
         if state in ("drained", "draining", "down", "drain", "fail"):
             # A node left down by an earlier crash: Slurm keeps the reason; resume it.
-            subprocess.run(["scontrol", "update", f"nodename={name}", "state=resume"], capture_output=True,
-                           env=_env(lay))
+            commands.run(["scontrol", "update", f"nodename={name}", "state=resume"], "resume a node",
+                         env=_env(lay), timeout=15)
             return False
         if state not in ("idle", "mixed", "allocated", "completing"):
             return False
@@ -395,15 +388,13 @@ CRASH_SETTLE_SECONDS = 10.0
 def release_held_jobs(lay: Layout) -> list[str]:
     """Release the jobs Slurm holds after a failed launch (reason 'launch failed requeued held');
     return their ids. Jobs a user held on purpose (other reasons) stay held."""
-    try:
-        r = subprocess.run(["squeue", "-h", "-t", "PD", "-o", "%i|%r"], capture_output=True, text=True,
-                           env=_env(lay), timeout=15)
-    except subprocess.TimeoutExpired:
+    r = commands.run(["squeue", "-h", "-t", "PD", "-o", "%i|%r"], "ask squeue", env=_env(lay), timeout=15)
+    if r is None:
         return []
     held = [line.split("|", 1)[0] for line in r.stdout.splitlines()
             if "|" in line and line.split("|", 1)[1].replace("_", " ").strip() == HELD_AFTER_FAILED_LAUNCH]
     for job in held:
-        subprocess.run(["scontrol", "release", job], capture_output=True, env=_env(lay), timeout=15)
+        commands.run(["scontrol", "release", job], "release a held job", env=_env(lay), timeout=15)
     return held
 
 
@@ -421,9 +412,8 @@ def _kick_scheduler(lay: Layout) -> None:
     asks for one, and it reads SchedulerParameters' sched_interval only in that pass; a job it
     recovered as pending would wait that long. Setting the partition UP (it is UP) is such an
     event and changes nothing."""
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        subprocess.run(["scontrol", "update", f"partitionname={config.PARTITION}", "state=up"],
-                       capture_output=True, env=_env(lay), timeout=15)
+    commands.run(["scontrol", "update", f"partitionname={config.PARTITION}", "state=up"],
+                 "reopen the partition", env=_env(lay), timeout=15)
 
 
 def _settle_after_crash(lay: Layout, names: list[str]) -> None:
@@ -457,8 +447,8 @@ def _down() -> list[str]:
     all_daemons = daemons(lay, nodes)
     if slurmctld_daemon(lay).running():
         # Cancel running jobs so that no job step outlives its slurmd.
-        subprocess.run(["scancel", "--full", f"--partition={config.PARTITION}"], capture_output=True, env=_env(lay),
-                       timeout=20)
+        commands.run(["scancel", "--full", f"--partition={config.PARTITION}"], "cancel the jobs",
+                     env=_env(lay), timeout=20)
     stopped = [d.name for d in reversed(all_daemons) if d.stop()]
     if SYSTEM_SLURM_CONF.is_symlink() and os.readlink(SYSTEM_SLURM_CONF) == str(lay.slurm_conf):
         pass  # the link stays: it points at a config that `up` will start again
@@ -511,8 +501,8 @@ def status() -> Status:
     ds = [DaemonStatus(d.name, d.pid(), d.logfile) for d in daemons(lay, nodes)]
     partitions = ""
     if slurmctld_daemon(lay).running():
-        r = subprocess.run(["sinfo", "-h", "-o", "%P %a %D %C"], capture_output=True, text=True, env=_env(lay), timeout=15)
-        if r.returncode == 0 and r.stdout.strip():
+        r = commands.run(["sinfo", "-h", "-o", "%P %a %D %C"], "ask sinfo", env=_env(lay), timeout=15)
+        if r is not None and r.returncode == 0 and r.stdout.strip():
             p = r.stdout.split()
             partitions = f"{p[0]} ({p[1]}, {p[2]} node(s), CPUs alloc/idle/other/total {p[3]})"
     nodes_state = node_states(lay) if slurmctld_daemon(lay).running() else {}

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 
 # Slurm state names -> the run folder's vocabulary (status.json "state").
@@ -91,14 +91,10 @@ def slurm_env() -> dict[str, str]:
 def run_slurm(argv: list[str], what: str, check: bool = True) -> str:
     """Run a Slurm client command; return stdout. Raises HpclabError saying `what` failed, with
     Slurm's own message, when the command is missing or (if check) exits non-zero."""
-    if not shutil.which(argv[0]):
-        raise HpclabError(f"cannot {what}: {argv[0]} is not installed here",
-                          "install the Slurm client (apt-get install slurm-client) or load its module")
-    try:
-        res = subprocess.run(argv, capture_output=True, text=True, env=slurm_env(), timeout=60)
-    except subprocess.TimeoutExpired:
+    res = commands.run(argv, what, env=slurm_env(), timeout=60)
+    if res is None:
         raise HpclabError(f"cannot {what}: {argv[0]} did not answer within 60 s",
-                          "is the cluster up? try `hpclab cluster status`") from None
+                          "is the cluster up? try `hpclab cluster status`")
     if check and res.returncode != 0:
         msg = " ".join(res.stderr.strip().splitlines()[-2:]) or f"exit code {res.returncode}"
         hint = "is the cluster up? run `hpclab cluster up` (local site) or check `sinfo`"
@@ -269,13 +265,11 @@ def sacct_records(job_ids: list[str]) -> list[dict[str, str]]:
     AccountingUnavailable when sacct cannot reach the accounting database."""
     if not shutil.which("sacct"):
         raise AccountingUnavailable("sacct is not installed here", "job states come from squeue and scontrol")
-    try:
-        res = subprocess.run(["sacct", "--parsable2", "--noheader", f"--jobs={','.join(job_ids)}",
-                              f"--format={','.join(SACCT_FIELDS)}"], capture_output=True, text=True,
-                             env=slurm_env(), timeout=60)
-    except subprocess.TimeoutExpired:
+    res = commands.run(["sacct", "--parsable2", "--noheader", f"--jobs={','.join(job_ids)}",
+                        f"--format={','.join(SACCT_FIELDS)}"], "ask sacct", env=slurm_env(), timeout=60)
+    if res is None:
         raise AccountingUnavailable("sacct did not answer within 60 s",
-                                    "job states come from squeue and scontrol") from None
+                                    "job states come from squeue and scontrol")
     if res.returncode != 0:
         msg = " ".join(res.stderr.strip().splitlines()[-2:]) or f"exit code {res.returncode}"
         raise AccountingUnavailable(f"accounting (sacct) is unavailable: {msg}",
