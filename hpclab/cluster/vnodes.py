@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hpclab.cluster import config, links, local
+from hpclab.core import commands
 from hpclab.cluster.config import BRIDGE, CONTROLLER_ADDR, PREFIX_LEN, SUBNET
 from hpclab.cluster import netns
 from hpclab.cluster.netns import (NODE_IFACE, cgroup_dir,
@@ -75,10 +76,7 @@ def _forget(lay: Layout, kind: str, name: str) -> None:
 
 
 def _run(argv: list[str], what: str) -> None:
-    r = subprocess.run(argv, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise HpclabError(f"{what} failed: {' '.join(argv)}: {r.stderr.strip()}",
-                          "run 'hpclab cluster down' to remove what was created, then try again")
+    commands.output(argv, what, "run 'hpclab cluster down' to remove what was created, then try again")
 
 
 def _create(lay: Layout, kind: str, name: str, argv: list[str], what: str) -> None:

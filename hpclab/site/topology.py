@@ -16,13 +16,13 @@ use); `pu_logical` is hwloc's logical index (what Open MPI's --report-bindings d
 from __future__ import annotations
 
 import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 
 PU_COLUMNS = ["pu", "pu_logical", "core", "core_os", "package", "package_os", "numa"]
@@ -228,17 +228,6 @@ def _lstopo() -> str:
     return exe
 
 
-def _run(cmd: list[str], timeout: float) -> str:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise HpclabError(f"{' '.join(cmd)} took more than {timeout:.0f} s", "try again") from exc
-    if done.returncode != 0:
-        raise HpclabError(f"{' '.join(cmd)} failed: {done.stderr.strip()[:300]}",
-                          "check the --input value (a synthetic description, XML file or /)")
-    return done.stdout
-
-
 def from_lstopo(input: str | Path | None = None, timeout: float = 60.0) -> Topology:
     """Run `lstopo --of xml` and parse it.
 
@@ -249,7 +238,9 @@ def from_lstopo(input: str | Path | None = None, timeout: float = 60.0) -> Topol
     if input is not None:
         cmd += ["--input", str(input)]
     cmd.append("-")
-    return parse_xml(_run(cmd, timeout), source=" ".join(cmd))
+    text = commands.output(cmd, "read the topology with lstopo",
+                           "check the --input value (a synthetic description, XML file or /)", timeout=timeout)
+    return parse_xml(text, source=" ".join(cmd))
 
 
 def synthetic(description: str) -> Topology:
@@ -280,5 +271,6 @@ def lstopo_image(out: str | Path, input: str | Path | None = None, fmt: str | No
     if input is not None:
         cmd += ["--input", str(input)]
     cmd.append(str(out))
-    _run(cmd, timeout)
+    commands.output(cmd, f"draw {out.name} with lstopo",
+                    "check the --input value (a synthetic description, XML file or /)", timeout=timeout)
     return out
