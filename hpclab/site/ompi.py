@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import functools
 import shlex
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 
 # The network stacks Open MPI 4.x lists under "Transports" in its configure summary, and the
@@ -208,20 +207,10 @@ def run_ompi_info(extra: list[str] | None = None, timeout: float = 60.0) -> Ompi
     extra: more arguments, e.g. ["--all"] for every parameter or ["--param", "pml", "all",
     "--level", "9"]. timeout in seconds. Returns an OmpiInfo.
     """
-    exe = shutil.which("ompi_info")
-    if exe is None:
-        raise HpclabError("ompi_info is not on PATH",
-                          "install Open MPI (apt-get install openmpi-bin) or load its module")
-    cmd = [exe, "--parsable", *(extra or [])]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise HpclabError(f"{' '.join(cmd)} took more than {timeout:.0f} s",
-                          "try again; check that the file system holding Open MPI responds") from exc
-    if done.returncode != 0:
-        raise HpclabError(f"{' '.join(cmd)} failed with exit code {done.returncode}: "
-                          f"{done.stderr.strip()[:200]}", "check the arguments")
-    return parse_ompi_info(done.stdout, source=" ".join(cmd))
+    cmd = ["ompi_info", "--parsable", *(extra or [])]
+    text = commands.output(cmd, "ask ompi_info", "install Open MPI (apt-get install openmpi-bin) or load "
+                           "its module; check the arguments", timeout=timeout)
+    return parse_ompi_info(text, source=" ".join(cmd))
 
 
 def all_text() -> str:
@@ -231,14 +220,8 @@ def all_text() -> str:
 
 @functools.lru_cache(maxsize=1)
 def _all_text() -> str:
-    exe = shutil.which("ompi_info")
-    if exe is None:
-        raise HpclabError("ompi_info is not on PATH, so MPI components cannot be checked",
-                          "install Open MPI (apt-get install openmpi-bin) or load its module")
-    res = subprocess.run([exe, "--parsable", "--all"], capture_output=True, text=True)
-    if res.returncode != 0:
-        raise HpclabError(f"ompi_info failed: {res.stderr.strip()[-300:]}", "check the Open MPI install")
-    return res.stdout
+    return commands.output(["ompi_info", "--parsable", "--all"], "ask ompi_info which MPI components exist",
+                           "install Open MPI (apt-get install openmpi-bin) or load its module", timeout=120)
 
 
 @functools.lru_cache(maxsize=1)
