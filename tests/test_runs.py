@@ -204,3 +204,31 @@ def test_rebuild_removes_only_old_abandoned_temporaries(tmp_path):
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     runs.rebuild_index(tmp_path)
     assert not old.exists() and young.exists()
+
+
+def test_profiles_sessions_and_variants_are_run_folders_of_their_kind(tmp_path):
+    """Does each kind of job folder get a new folder under its own '_' root (kept out of the
+    index), never reused, with the same file names, and are bad kinds and names refused?"""
+    a = RunFolder.create_kind("profile", "06-hotspots", root=tmp_path)
+    b = RunFolder.create_kind("profile", "06-hotspots", root=tmp_path)
+    assert a.path != b.path and a.path.parent == tmp_path / "_profiles" / "06-hotspots"
+    s = RunFolder.create_kind("session", root=tmp_path)
+    assert s.path.parent == tmp_path / "_interactive"
+    v = RunFolder.create_kind("variants", "variants", root=tmp_path)
+    assert v.path.parent == tmp_path / "_variants" / "variants"
+    assert a.stdout == a.path / "stdout" and a.command_txt == a.path / "command.txt"
+    assert runs.index(tmp_path) == []  # '_' folders are not experiment runs
+    with pytest.raises(HpclabError, match="unknown kind"):
+        RunFolder.create_kind("scratch", "x", root=tmp_path)
+    with pytest.raises(HpclabError, match="folder name"):
+        RunFolder.create_kind("profile", "../up", root=tmp_path)
+
+
+def test_open_with_a_marker_finds_folders_without_status(tmp_path):
+    """Does RunFolder.open(marker='trace') open a traced folder that has no status.json, by path
+    and by name under the root, and say so when there is none?"""
+    (tmp_path / "exp" / "r1" / "trace").mkdir(parents=True)
+    assert RunFolder.open(tmp_path / "exp" / "r1", marker="trace").path == (tmp_path / "exp" / "r1").resolve()
+    assert RunFolder.open("exp/r1", root=tmp_path, marker="trace").run_id == "r1"
+    with pytest.raises(HpclabError, match="no run folder"):
+        RunFolder.open("exp/r1", root=tmp_path)

@@ -139,3 +139,52 @@ def test_oversubscribed_job_overcommits_and_yields():
     assert "--oversubscribe" in templates.launch_argv(mpirun, site)
     plain = make_spec(kernel="poisson", ntasks=2, experiment="t")
     assert "overcommit" not in templates.sbatch_options(plain, site, Path("/tmp/run"))
+
+
+def test_site_part_of_every_submission_comes_from_one_place():
+    """Do a batch job, the engines' job and a job step ask for the same partition, account and
+    QoS, all taken from site_options?"""
+    site = load_site("example-cluster")
+    want = templates.site_options(site)
+    assert want["partition"] == site.default_partition
+    assert want["account"] == site.account and want["qos"] == site.qos
+    spec = make_spec(kernel="stream", ntasks=2, experiment="t")
+    batch = templates.sbatch_options(spec, site, Path("/tmp/run"))
+    engines = templates.render_engines(site, ranks=2, folder=Path("/tmp/s/20260101-000000-abcdef"),
+                                       log=Path("/tmp/s/x.log"), time="00:05:00", engine_argv=["true"])
+    step = templates.step_argv(site, job_name="hpclab-profile", time="00:10:00")
+    for key, value in want.items():
+        assert batch[key] == value
+        assert templates._sbatch_line(key, value) in engines.splitlines()
+        assert f"--{key}={value}" in step
+
+
+def test_job_step_is_one_task_on_one_core_with_the_sites_pmi():
+    """Does step_argv start srun with one task on one bound core, the site's PMI, a time limit and
+    a job name, and refuse a job name that is not one plain word?"""
+    site = load_site("local")
+    words = templates.step_argv(site, job_name="hpclab-variants", time="00:10:00")
+    assert words[0] == "srun"
+    for w in ("--ntasks=1", "--cpus-per-task=1", "--cpu-bind=cores", f"--mpi={site.srun_mpi}",
+              "--time=00:10:00", "--job-name=hpclab-variants"):
+        assert w in words
+    env = templates.step_env(site)
+    assert env["OMP_NUM_THREADS"] == "1" and all(env[k] == str(v) for k, v in site.env.items())
+    with pytest.raises(HpclabError, match="job name"):
+        templates.step_argv(site, job_name="a b; rm", time="00:01:00")
+
+
+def test_engines_script_is_sorted_valid_bash_from_its_template(tmp_path):
+    """Is the engines' job script rendered from engines.sh.j2: sorted #SBATCH lines under the
+    section comments, valid bash, the engines under one srun with the site's PMI?"""
+    site = load_site("example-cluster")
+    text = templates.render_engines(site, ranks=3, folder=tmp_path, log=tmp_path / "e.log", time="00:30:00",
+                                    engine_argv=["/usr/bin/python3", "-m", "ipyparallel.engine", "--mpi"],
+                                    mca={"btl": "self,vader"})
+    assert "Rendered from slurm-templates/engines.sh.j2" in text
+    sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert sbatch == sorted(sbatch) and "#SBATCH --ntasks=3" in sbatch
+    assert f"#SBATCH --chdir={tmp_path}" in sbatch and f"#SBATCH --output={tmp_path / 'e.log'}" in sbatch
+    assert text.index("# resources") < text.index("# environment") < text.index("# run")
+    assert f"srun --mpi={site.srun_mpi} --kill-on-bad-exit=1 /usr/bin/python3 -m ipyparallel.engine --mpi" in text
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0

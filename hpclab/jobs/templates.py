@@ -1,4 +1,10 @@
-"""Render a Spec into a readable Slurm batch script from the Jinja2 templates in slurm-templates/.
+"""The one job-script builder: every batch script and every srun job step hpclab submits.
+
+A Spec becomes a readable Slurm batch script from the Jinja2 templates in slurm-templates/
+(`render`); the ipyparallel engines' job comes from slurm-templates/engines.sh.j2
+(`render_engines`); a one-task job step of its own (a profiler run, a kernel variant) gets its
+srun words from `step_argv`. The site's part of every submission (partition, account, QoS,
+constraint) is decided in one place, `site_options`.
 
 The template search path is $HPCLAB_TEMPLATES (a ':'-separated list of folders, searched first,
 so an instructor can override any template) followed by the repository's slurm-templates/. Each
@@ -21,6 +27,7 @@ import jinja2
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.site.profile import Site
+from hpclab.site.slurm import slurm_env
 from hpclab.spec.model import Spec
 
 REQUIRED = ("job-name", "output", "error", "ntasks", "time")
@@ -52,7 +59,6 @@ def sbatch_options(spec: Spec, site: Site, run_dir: Path) -> dict[str, str]:
         "ntasks": str(spec.ntasks),
         "cpus-per-task": str(spec.cpus_per_task),
         "time": spec.time,
-        "partition": spec.partition or site.default_partition,
     }
     if spec.ntasks_per_node:
         opts["ntasks-per-node"] = str(spec.ntasks_per_node)
@@ -62,10 +68,19 @@ def sbatch_options(spec: Spec, site: Site, run_dir: Path) -> dict[str, str]:
         opts["mem"] = f"{spec.mem}M"
     if getattr(spec, "mem_per_cpu", None):
         opts["mem-per-cpu"] = f"{spec.mem_per_cpu}M"
+    opts.update(site_options(site, spec.partition))
+    opts.update({k: str(v) for k, v in site.extra_sbatch.items()})
+    return opts
+
+
+def site_options(site: Site, partition: str | None = None) -> dict[str, str]:
+    """The site's part of every submission, batch job and job step alike: partition (the site's
+    default when None), and account, qos and constraint when the site sets them.
+    Returns {long option name: value}."""
+    opts = {"partition": partition or site.default_partition}
     for key in ("account", "qos", "constraint"):
         if getattr(site, key):
             opts[key] = str(getattr(site, key))
-    opts.update({k: str(v) for k, v in site.extra_sbatch.items()})
     return opts
 
 
@@ -179,13 +194,68 @@ def render(spec: Spec, site: Site, run_dir: Path, bin_dir: Path | None = None,
         "binding_pattern": "cpu-bind" if launcher == "srun" else "MCW rank",
         "spec": spec,
     }
+    text = _render_template(name, context, dirs,
+                            "every kernel needs slurm-templates/<kernel>.sh.j2 (and preamble.sh.j2)")
+    return _ensure_required(text, options)
+
+
+def _render_template(name: str, context: dict, dirs: list[Path], missing_hint: str) -> str:
     try:
-        text = _environment(dirs).get_template(name).render(**context)
+        return _environment(dirs).get_template(name).render(**context)
     except jinja2.TemplateNotFound as exc:
-        raise HpclabError(f"no job template {exc.name!r} in {', '.join(map(str, dirs))}",
-                          "every kernel needs slurm-templates/<kernel>.sh.j2 (and preamble.sh.j2)") from None
+        raise HpclabError(f"no job template {exc.name!r} in {', '.join(map(str, dirs))}", missing_hint) from None
     except jinja2.TemplateError as exc:
         where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
         raise HpclabError(f"job template {name} is broken{where}: {exc}",
                           f"fix the template; search path: {', '.join(map(str, dirs))}") from None
+
+
+def render_engines(site: Site, *, ranks: int, folder: Path, log: Path, time: str,
+                   engine_argv: list[str], partition: str | None = None,
+                   mca: dict[str, str] | None = None, dirs: list[Path] | None = None) -> str:
+    """The batch script of an ipyparallel engines' job (slurm-templates/engines.sh.j2): `ranks`
+    tasks under one `srun --mpi=<site's PMI>`, each running `engine_argv`, so the engines are
+    the ranks of one MPI_COMM_WORLD. folder: the session's folder (the job's working directory,
+    its name names the job); log: Slurm's output file; time: the job's limit (HH:MM:SS);
+    mca: Open MPI selections, exported as OMPI_MCA_<name>. Returns the script text."""
+    dirs = dirs or template_dirs()
+    options = {
+        "chdir": str(folder),
+        "export": "ALL",  # the engines read the controller's address from the environment
+        "job-name": f"hpclab-engines-{Path(folder).name}",
+        "ntasks": str(ranks),
+        "output": str(log),
+        "time": time,
+        **site_options(site, partition),
+        **{k: str(v) for k, v in site.extra_sbatch.items()},
+    }
+    env = dict(site.env)
+    env.update({f"OMPI_MCA_{k}": v for k, v in (mca or {}).items()})
+    context = {
+        "ranks": ranks, "template": "engines.sh.j2",
+        "sbatch_lines": sorted(_sbatch_line(k, v) for k, v in options.items()),
+        "modules": list(site.modules), "env": sorted((k, str(v)) for k, v in env.items()),
+        "srun_mpi": site.srun_mpi, "engine": " ".join(shlex.quote(str(w)) for w in engine_argv),
+    }
+    text = _render_template("engines.sh.j2", context, dirs,
+                            "the engines' job needs slurm-templates/engines.sh.j2")
     return _ensure_required(text, options)
+
+
+def step_argv(site: Site, *, job_name: str, time: str, partition: str | None = None,
+              ntasks: int = 1, cpus_per_task: int = 1, cpu_bind: str = "cores") -> list[str]:
+    """srun words that run one command as a job step with an allocation of its own (a profiler
+    run, a kernel variant): `ntasks` tasks of `cpus_per_task` cores bound with `cpu_bind`, the
+    site's PMI, partition, account, QoS and constraint (site_options), the time limit `time`
+    (HH:MM:SS) and the job name `job_name`. Append the command's words to them."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", job_name):
+        raise HpclabError(f"job name {job_name!r} is not a plain word", "use letters, digits, '.', '_', '-'")
+    words = ["srun", f"--ntasks={ntasks}", f"--cpus-per-task={cpus_per_task}", f"--cpu-bind={cpu_bind}",
+             f"--mpi={site.srun_mpi}", f"--time={time}", f"--job-name={job_name}", "--quiet"]
+    return words + [f"--{k}={v}" for k, v in site_options(site, partition).items()]
+
+
+def step_env(site: Site, threads: int = 1) -> dict[str, str]:
+    """The environment of a job step from step_argv: this process's environment, the embedded
+    cluster's Slurm variables (SLURM_CONF), the site's env and OMP_NUM_THREADS = threads."""
+    return {**slurm_env(), **{k: str(v) for k, v in site.env.items()}, "OMP_NUM_THREADS": str(threads)}

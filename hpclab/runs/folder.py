@@ -6,6 +6,12 @@ trace/). A folder is assembled in a hidden temporary folder and renamed into pla
 complete or not at all; it is never overwritten (an existing run id is an error) and failed runs
 stay, marked in status.json. Files are written atomically (temporary file + rename).
 
+Jobs that are not experiment runs get a folder of their kind (`RunFolder.create_kind`): a
+profiler run `runs/_profiles/<experiment>/<id>/`, an interactive engines' session
+`runs/_interactive/<id>/`, a comparison of kernel builds `runs/_variants/<experiment>/<id>/`.
+The same file names hold in them (stdout, stderr, result.json, command.txt); the '_' keeps them
+out of the index. They too are new folders, never reused.
+
 `runs/index.jsonl` lists every run (one JSON object a line). It is rewritten atomically under a
 lock, so a process killed at any moment leaves either the old or the new index, and it can always
 be rebuilt from the folders (`rebuild_index()`); `index()` does that by itself when the folders
@@ -18,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import time
@@ -28,6 +35,9 @@ from hpclab.core import paths
 from hpclab.core.io import write_atomic
 from hpclab.core.errors import HpclabError
 
+# Kinds of folders besides experiment runs: {kind: folder under runs/}.
+KINDS = {"profile": "_profiles", "session": "_interactive", "variants": "_variants"}
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 STATES = ("pending", "running", "completed", "failed", "timeout", "cancelled")
 INDEX_FIELDS = ("run_id", "experiment", "kernel", "state", "job_id", "created", "label")
 
@@ -52,6 +62,7 @@ class RunFolder:
     status_json = property(lambda self: self.path / "status.json")
     provenance = property(lambda self: self.path / "provenance")
     trace_dir = property(lambda self: self.path / "trace")
+    command_txt = property(lambda self: self.path / "command.txt")  # a job step's command line
     run_id = property(lambda self: self.path.name)
     experiment = property(lambda self: self.path.parent.name)
 
@@ -101,14 +112,39 @@ class RunFolder:
         return final
 
     @classmethod
-    def open(cls, ref: str | Path, root: Path | None = None) -> "RunFolder":
-        """A run folder from a path, '<experiment>/<run-id>', or a bare run id (searched)."""
+    def create_kind(cls, kind: str, experiment: str | None = None, root: Path | None = None) -> "RunFolder":
+        """A new, empty folder for a job that is not an experiment run: runs/<KINDS[kind]>/
+        <experiment>/<run-id>/ (runs/<KINDS[kind]>/<run-id>/ when experiment is None). The
+        folder is made with one mkdir, so it is never reused. HpclabError for an unknown kind or
+        an experiment name that is not a plain folder name."""
+        if kind not in KINDS:
+            raise HpclabError(f"unknown kind of run folder {kind!r}", f"use one of {', '.join(KINDS)}")
+        if experiment is not None and not re.fullmatch(_NAME, str(experiment)):
+            raise HpclabError(f"experiment name {experiment!r} is not usable as a folder name",
+                              "use letters, digits, '.', '_' and '-', e.g. 06-hotspots")
+        base = Path(root or paths.runs_dir()) / KINDS[kind]
+        base = base / experiment if experiment is not None else base
+        base.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            path = base / new_run_id()
+            try:
+                path.mkdir()  # fails if it exists: a folder is never reused
+                return cls(path)
+            except FileExistsError:
+                continue
+        raise HpclabError(f"could not create a new {kind} folder under {base}", "try again")
+
+    @classmethod
+    def open(cls, ref: str | Path, root: Path | None = None, marker: str = "status.json") -> "RunFolder":
+        """A run folder from a path, '<experiment>/<run-id>', or a bare run id (searched under
+        root). marker: the file or folder that makes a folder count ('trace' for a traced run
+        whatever wrote it). HpclabError when nothing or more than one folder matches."""
         root = Path(root or paths.runs_dir())
         p = Path(ref)
         for cand in (p, root / p):
-            if (cand / "status.json").is_file():
+            if (cand / marker).exists():
                 return cls(cand)
-        matches = [d for d in root.glob(f"*/{ref}*") if (d / "status.json").is_file()]
+        matches = [d for d in root.glob(f"*/{ref}*") if (d / marker).exists()]
         if len(matches) == 1:
             return cls(matches[0])
         if len(matches) > 1:

@@ -10,8 +10,9 @@ The controller runs in the notebook's kernel host, listening on the address the 
 nodes reach it by (controller_address); the engines are started by one batch job
 whose `srun --mpi=<site's PMI>` makes every `ipengine --mpi` a rank of the same MPI_COMM_WORLD,
 and `--mpi` makes each engine ask the controller for the id equal to its rank (checked after
-start). The session's files (engine job script, Slurm output, ipyparallel profile) live in
-runs/_interactive/<session>/, never reused. The engines' job ends when `stop()` runs, when the
+start). The engines' job script comes from the one builder (hpclab.jobs.templates.render_engines,
+slurm-templates/engines.sh.j2). The session's files (engine job script, Slurm output,
+ipyparallel profile) live in its RunFolder of kind "session", runs/_interactive/<id>/, never reused. The engines' job ends when `stop()` runs, when the
 `with` block ends, or when the kernel exits or restarts (atexit); as a last resort it carries a
 Slurm time limit.
 
@@ -23,8 +24,6 @@ cancelled, a new one started) and the outcome says what each rank printed before
 from __future__ import annotations
 
 import atexit
-import os
-import shlex
 import socket
 import sys
 import textwrap
@@ -33,10 +32,11 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpclab.core import paths
-from hpclab.site import slurm
-from hpclab.site import profile as site_mod
 from hpclab.core.errors import HpclabError
+from hpclab.jobs import templates
+from hpclab.runs.folder import RunFolder
+from hpclab.site import profile as site_mod
+from hpclab.site import slurm
 
 # How long a cancelled engine job may take to leave squeue (Slurm's KillWait is a few seconds).
 STOP_TIMEOUT = 60.0
@@ -53,10 +53,6 @@ def _stop_all_at_exit() -> None:
 
 
 atexit.register(_stop_all_at_exit)
-
-
-def _session_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{os.getpid()}-{os.urandom(2).hex()}"
 
 
 @dataclass
@@ -145,49 +141,13 @@ class MPIEngines:
     def _log(self, n: int) -> Path:
         return self.session_dir / f"engines-{n}.log"
 
-    def _sbatch_lines(self, n: int) -> list[str]:
-        opts = {
-            "chdir": str(self.session_dir),
-            "export": "ALL",  # the engines read the controller's address from the environment
-            "job-name": f"hpclab-engines-{self.session_dir.name}",
-            "ntasks": str(self.ranks),
-            "output": str(self._log(n)),
-            "partition": self.partition,
-            "time": self.time,
-        }
-        for key in ("account", "qos", "constraint"):
-            if getattr(self.site, key):
-                opts[key] = str(getattr(self.site, key))
-        opts.update({k: str(v) for k, v in self.site.extra_sbatch.items()})
-        return [f"#SBATCH --{k}" if v == "" else f"#SBATCH --{k}={shlex.quote(v)}"
-                for k, v in sorted(opts.items())]
-
     def render_job(self, n: int) -> str:
-        """The engines' batch script (job number n of this session), as a person reads it."""
-        env = dict(self.site.env)
-        env.update({f"OMPI_MCA_{k}": v for k, v in self.mca.items()})
-        engine = [sys.executable, "-m", "ipyparallel.engine", "--mpi"]
-        lines = [
-            "#!/bin/bash",
-            f"# hpclab interactive MPI: {self.ranks} ipyparallel engines as the ranks of one MPI job.",
-            "# srun starts one engine per task through PMIx, so they share MPI_COMM_WORLD; '--mpi'",
-            "# makes each engine register with the id equal to its rank. The controller's address",
-            "# and key come in the environment (IPP_CONNECTION_INFO), exported by sbatch.",
-            "",
-            "# resources",
-            *self._sbatch_lines(n),
-            "set -uo pipefail",
-            "",
-            "# environment",
-            *[f"module load {shlex.quote(m)}" for m in self.site.modules],
-            *[f"export {k}={shlex.quote(str(v))}" for k, v in sorted(env.items())],
-            "",
-            "# run",
-            f"srun --mpi={shlex.quote(self.site.srun_mpi)} --kill-on-bad-exit=1 "
-            + " ".join(shlex.quote(w) for w in engine),
-            "",
-        ]
-        return "\n".join(lines)
+        """The engines' batch script (job number n of this session), as a person reads it,
+        from the one builder (hpclab.jobs.templates.render_engines, slurm-templates/engines.sh.j2)."""
+        return templates.render_engines(
+            self.site, ranks=self.ranks, folder=self.session_dir, log=self._log(n), time=self.time,
+            engine_argv=[sys.executable, "-m", "ipyparallel.engine", "--mpi"],
+            partition=self.partition, mca=self.mca)
 
     # --- starting ------------------------------------------------------------------------------
 
@@ -221,8 +181,7 @@ class MPIEngines:
         if self.cluster is not None:
             return self
         if self.session_dir is None:
-            self.session_dir = paths.runs_dir() / "_interactive" / _session_id()
-            self.session_dir.mkdir(parents=True)
+            self.session_dir = RunFolder.create_kind("session").path
         self.cluster = self._new_cluster()
         _LIVE.add(self)
         try:
