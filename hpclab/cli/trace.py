@@ -19,6 +19,7 @@ import argparse
 from pathlib import Path
 
 from hpclab.core.errors import HpclabError
+from hpclab.runs.folder import RunFolder
 
 
 def add_commands(subparsers) -> None:
@@ -35,13 +36,9 @@ def add_commands(subparsers) -> None:
     p.set_defaults(func=run_trace)
 
 
-def _run_dir(spec: str) -> Path:
-    from hpclab.core.paths import runs_dir
-    for cand in (Path(spec), runs_dir() / spec):
-        if cand.is_dir():
-            return cand
-    raise HpclabError(f"no run folder {spec!r} (looked in . and {runs_dir()})",
-                      "give the path of a run folder that has a trace/ subfolder")
+def _run_dir(ref: str) -> Path:
+    # Any folder with a trace/ in it, whatever wrote it: the one opener, RunFolder.open.
+    return RunFolder.open(ref, marker="trace").path
 
 
 def fresh_path(folder: Path, name: str) -> Path:

@@ -149,7 +149,9 @@ class RunFolder:
             return cls(matches[0])
         if len(matches) > 1:
             raise HpclabError(f"run {ref!r} matches {len(matches)} runs", "give more of the run id")
-        raise HpclabError(f"no run folder {ref!r} under {root}", "list runs with `hpclab runs`")
+        raise HpclabError(f"no run folder {ref!r} under {root}",
+                          "list runs with `hpclab runs`" if marker == "status.json"
+                          else f"give the path of a run folder that has {marker} in it")
 
     # contents -------------------------------------------------------------------------------
     def spec(self) -> dict:

@@ -4,23 +4,25 @@ A kernel's tuning knobs are `#ifndef` defaults (POISSON_PREFETCH in src/poisson/
 changing one means a rebuild. `build` compiles the kernel again with -D settings into
 build/variants/<name>/, so the course's binary in build/bin/ (the one every notebook, lab and spec
 runs) is never replaced. `compare` runs several builds of a kernel in turn, one task on one core
-as a Slurm job step, each writing the kernel's JSON report (its build flags included) into one
-folder below runs/<experiment>/, and returns one row per run.
+as a Slurm job step (srun words from hpclab.jobs.templates.step_argv), each writing the kernel's
+JSON report (its build flags included) into one RunFolder of kind "variants"
+(runs/_variants/<experiment>/<id>/), and returns one row per run.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
+from hpclab.jobs import templates
+from hpclab.runs.folder import RunFolder
+from hpclab.site import profile as site_mod
 
 KERNELS = ("stream", "pingpong", "poisson")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -57,21 +59,6 @@ def build(kernel: str, name: str, defines: dict) -> Path:
     return where / "bin" / kernel
 
 
-def _srun(time_limit: str) -> tuple[list[str], dict]:
-    from hpclab.site import profile as site_mod
-    from hpclab.site import slurm as slurm_mod
-
-    site = site_mod.load_site()
-    env = {**os.environ, **slurm_mod.slurm_env(), **{k: str(v) for k, v in site.env.items()},
-           "OMP_NUM_THREADS": "1"}
-    words = ["srun", "--ntasks=1", "--cpus-per-task=1", "--cpu-bind=cores", f"--mpi={site.srun_mpi}",
-             f"--partition={site.default_partition}", f"--time={time_limit}",
-             "--job-name=hpclab-variants", "--quiet"]
-    words += [f"--account={site.account}"] if site.account else []
-    words += [f"--qos={site.qos}"] if site.qos else []
-    return words, env
-
-
 def compare(builds: dict, args: list[str], repetitions: int = 3, experiment: str = "variants",
             time_limit: str = "00:10:00") -> pd.DataFrame:
     """Run each build ({label: binary path}) `repetitions` times, the builds taking turns, one
@@ -79,7 +66,7 @@ def compare(builds: dict, args: list[str], repetitions: int = 3, experiment: str
 
     Returns one row per run: build, repetition, binary, build_flags (as the binary reports them),
     report (the JSON file) and, for poisson, lups (lattice updates per second) and wall_time [s].
-    Reports are kept in runs/<experiment>/variants-<time>/. Raises HpclabError when a binary is
+    Reports are kept in a RunFolder of kind "variants", runs/_variants/<experiment>/<id>/. Raises HpclabError when a binary is
     missing or a run fails (with its last lines of output)."""
     if repetitions < 1:
         raise HpclabError(f"repetitions = {repetitions}", "run each build at least once")
@@ -87,9 +74,10 @@ def compare(builds: dict, args: list[str], repetitions: int = 3, experiment: str
         if not Path(exe).is_file():
             raise HpclabError(f"the binary of {label!r}, {exe}, does not exist",
                               "build it first (hpclab.tools.variants.build, or make -C src)")
-    folder = paths.runs_dir() / experiment / f"variants-{datetime.now():%Y%m%d-%H%M%S-%f}"
-    folder.mkdir(parents=True)
-    words, env = _srun(time_limit)
+    folder = RunFolder.create_kind("variants", experiment).path
+    site = site_mod.load_site()
+    words = templates.step_argv(site, job_name="hpclab-variants", time=time_limit)
+    env = templates.step_env(site)
     rows = []
     for rep in range(1, repetitions + 1):
         for k, (label, exe) in enumerate(builds.items()):
