@@ -84,12 +84,12 @@ def run_trace(args: argparse.Namespace) -> int:
                           "update the repository; the loader comes with the tracer (src/mpitrace)") from None
     from hpclab.trace.events import check
     from hpclab.trace.matching import match
-    from hpclab.trace.matrix import aggregate, heatmap_figure, message_matrix
+    from hpclab.trace.matrix import aggregate, message_matrix
     from hpclab.trace.model import load_model
     from hpclab.trace.profile import flat_profile
     from hpclab.trace.replay import replay
-    from hpclab.trace.split import imbalance_figure, split
-    from hpclab.trace.timeline import timeline_figure
+    from hpclab.trace.split import split
+    from hpclab.plots.trace import heatmap_figure, imbalance_figure, timeline_figure  # matplotlib: only when drawing
     from hpclab.trace.waitstates import by_callsite, wait_states
 
     ideal_net, note = ideal_network()

@@ -2,7 +2,7 @@
 
 Tables come from hpclab.runs.parse (parse_run and the per-contract parsers). Figures are built with
 matplotlib's object API (no pyplot state), so they work under the Agg backend, in notebooks and
-in report scripts alike. Every figure uses the same colours (one per rank, one per transport),
+in report scripts alike. Every figure uses the same colours (hpclab.plots.style: one per rank, one per transport),
 labels its axes with units, and carries a provenance footnote (run id, host, date) so a saved PNG
 still says where its numbers came from.
 """
@@ -17,25 +17,10 @@ from matplotlib.figure import Figure
 
 from hpclab.core.errors import HpclabError
 from hpclab.analysis.fits import hockney_fit, scaling_table
+from hpclab.plots.style import COLORS, RANKS, RC, rank_color  # noqa: F401  (re-exported)
 
-# One palette for the whole course: ranks use tab20 in order; structure boxes are greys.
-_RANKS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-          "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
-          "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"]
-COLORS = {
-    "package": "#eeeeee", "numa": "#dde8dd", "core": "#f7f7f7",
-    "ideal": "0.45", "fit": "0.2",
-    # compute phases in blues, MPI phases in warm colours: the split reads at a glance
-    "compute": ["#08519c", "#3182bd", "#6baed6", "#9ecae1", "#c6dbef"],
-    "mpi": ["#d94801", "#fd8d3c", "#fdae6b", "#a63603"],
-}
-RC = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
-      "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False}
-
-
-def rank_color(rank: int) -> str:
-    """The colour of one rank, the same in every figure of the course."""
-    return _RANKS[int(rank) % len(_RANKS)]
+# The one palette and style (hpclab.plots.style); names kept here for the figure modules that use them.
+_RANKS = RANKS
 
 
 def new_figure(width: float = 8.0, height: float = 4.5) -> Figure:
@@ -91,7 +76,7 @@ def footnote(fig: Figure, provenance=None) -> None:
         text = "; ".join(items[:3]) + f"; and {len(items) - 3} more run(s)"
     else:
         text = "; ".join(items)
-    fig.text(0.005, 0.004, "data: " + text, fontsize=6.5, color="0.4", ha="left", va="bottom")
+    fig.text(0.005, 0.004, "data: " + text, fontsize=6.5, color=COLORS["note"], ha="left", va="bottom")
     # keep the axes clear of the footnote: constrained layout only arranges what is inside rect
     engine = fig.get_layout_engine()
     if engine is not None and hasattr(engine, "set"):
@@ -177,7 +162,7 @@ def latency_bandwidth(table: pd.DataFrame, by: str = "transport",
              ylabel="one-way time t [us] (half round trip)", title="Latency")
     ax_bw.set(xscale="log", xlabel="message size [bytes]", ylabel="bandwidth [MB/s, 10^6 B/s]",
               title="Bandwidth (dotted: fitted BW)")
-    ax_r.axhline(0, color="0.3", lw=0.8)
+    ax_r.axhline(0, color=COLORS["axis"], lw=0.8)
     ax_r.set(xscale="log", xlabel="message size [bytes]",
              ylabel="(measured - fit) / measured [%]", title="Fit residuals")
     ax_t.legend(loc="upper left", fontsize=7)
@@ -218,7 +203,7 @@ def stream_bandwidth(table: pd.DataFrame, by: str | None = None, function: str =
         bottom = 0.0
         for _, r in per[per[by] == key].sort_values("rank").iterrows():
             rank = int(r["rank"])
-            ax.bar(x, r["mb_s"], bottom=bottom, color=rank_color(rank), edgecolor="white",
+            ax.bar(x, r["mb_s"], bottom=bottom, color=rank_color(rank), edgecolor=COLORS["bar_edge"],
                    linewidth=0.6, width=0.7, label=f"rank {rank}" if rank not in seen else None)
             seen.add(rank)
             bottom += r["mb_s"]
@@ -296,7 +281,7 @@ def compute_mpi_split(table: pd.DataFrame, provenance=None) -> Figure:
         color = palette[counters[kind] % len(palette)]
         counters[kind] += 1
         values = pivot[phase].fillna(0).to_numpy()
-        ax.bar(ranks, values, bottom=bottom, color=color, width=0.7, edgecolor="white",
+        ax.bar(ranks, values, bottom=bottom, color=color, width=0.7, edgecolor=COLORS["bar_edge"],
                linewidth=0.5, label=f"{phase} ({kind})")
         bottom += values
     mpi = table[table["kind"] == "mpi"]["seconds"].sum()

@@ -83,37 +83,3 @@ def aggregate(mm: MessageMatrix, hosts: dict) -> MessageMatrix:
     onehot[np.arange(len(g)), g] = 1.0
     fuse = lambda a: onehot.T @ a @ onehot  # noqa: E731  (block sums)
     return MessageMatrix(nodes, fuse(mm.volume), fuse(mm.count), fuse(mm.time))
-
-
-def heatmap_figure(mm: MessageMatrix, what: str = "volume", title: str | None = None):
-    """A heat map of one quantity (volume / count / time / rate); returns a matplotlib Figure.
-
-    The colour scale spans the off-diagonal cells only. Aggregated to nodes, the diagonal is the
-    traffic inside each node, often orders of magnitude above the traffic between nodes; on one
-    scale it would leave every inter-node cell the same dark colour. Diagonal cells are drawn
-    grey instead, with their value written in them; empty cells stay blank."""
-    from matplotlib.figure import Figure
-    a = getattr(mm, what).astype(float)
-    n = len(mm.labels)
-    size = min(3.5 + 0.25 * n, 10)
-    fig = Figure(figsize=(size + 1.2, size), layout="constrained")
-    ax = fig.add_subplot()
-    diag = np.eye(n, dtype=bool)
-    shown = np.ma.masked_where(~(a > 0) | diag, a)
-    lim = (float(shown.min()), float(shown.max())) if shown.count() else (None, None)
-    im = ax.imshow(shown, cmap="viridis", interpolation="nearest", vmin=lim[0], vmax=lim[1])
-    on_diag = np.ma.masked_where(~diag | ~(a > 0), np.ones_like(a))
-    ax.imshow(on_diag, cmap="Greys", vmin=0, vmax=4, interpolation="nearest")
-    if n <= 24:  # the diagonal's values, where they fit
-        for k in np.flatnonzero(np.diag(a) > 0):
-            ax.text(k, k, f"{a[k, k]:.3g}", ha="center", va="center", fontsize="x-small")
-    units = {"volume": "bytes", "count": "messages", "time": "ns", "rate": "bytes/s"}
-    fig.colorbar(im, ax=ax, label=f"{what} ({units.get(what, '')}), off-diagonal cells\n"
-                 "diagonal (grey): value written, not on this scale")
-    if n <= 32:
-        ax.set_xticks(range(n), [str(x) for x in mm.labels], rotation=90, fontsize="small")
-        ax.set_yticks(range(n), [str(x) for x in mm.labels], fontsize="small")
-    ax.set_xlabel("receiver")
-    ax.set_ylabel("sender")
-    ax.set_title(title or f"Message {what}")
-    return fig

@@ -143,8 +143,6 @@ def _ratio(a, b):
 PARTS = (("T_comp", "compute"), ("T_load", "load imbalance"), ("T_depend", "dependency"),
          ("T_transfer", "transfer (network model)"),
          ("T_rest", "rest: not running / not modelled (core sharing, OS noise)"))
-COLORS = {"T_comp": "#4c72b0", "T_load": "#c44e52", "T_depend": "#8172b3",
-          "T_transfer": "#dd8452", "T_rest": "#9a9a9a"}
 
 
 def split(trace: Trace, ideal: Trace | None = None, model=None, modelled: Trace | None = None) -> Split:
@@ -188,28 +186,3 @@ def splits_frame(splits: dict) -> pd.DataFrame:
     and the cpu_bursts flag are left out)."""
     out = pd.DataFrame({label: s.as_series() for label, s in splits.items()})
     return out.drop(index=["model", "cpu_bursts"]).astype(float)
-
-
-def imbalance_figure(splits: dict, unit: float = 1e-9, unit_name: str = "s"):
-    """Stacked bars of the five parts (compute / load imbalance / dependency / transfer / rest)
-    for several runs; the rest is drawn only if some run has one.
-
-    splits: label -> Split. Returns a matplotlib Figure (not shown)."""
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(1.6 + 1.4 * len(splits), 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    rest = any(getattr(s, "T_rest", 0) for s in splits.values())
-    parts = [(k, text, COLORS[k]) for k, text in PARTS if k != "T_rest" or rest]
-    labels = list(splits)
-    bottom_pos = np.zeros(len(labels))
-    bottom_neg = np.zeros(len(labels))
-    for key, text, color in parts:
-        v = np.array([getattr(splits[k], key) * unit for k in labels])
-        base = np.where(v >= 0, bottom_pos, bottom_neg)
-        ax.bar(labels, v, bottom=base, label=text, color=color, width=0.6)
-        bottom_pos += np.where(v >= 0, v, 0)
-        bottom_neg += np.where(v < 0, v, 0)
-    ax.set_ylabel(f"time ({unit_name})")
-    ax.set_title("Imbalance diagram")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    return fig

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from hpclab.trace.mapping import linear_mapping
-from hpclab.trace.matrix import MessageMatrix, aggregate, heatmap_figure, message_matrix
+from hpclab.plots.trace import heatmap_figure, timeline_figure
+from hpclab.trace.matrix import MessageMatrix, aggregate, message_matrix
 from hpclab.trace.poisson import poisson_trace
-from hpclab.trace.timeline import timeline_figure
 
 
 @pytest.fixture(scope="module")
