@@ -50,7 +50,7 @@ grade-demo: setup
 # Instructor pipeline, one step at a time (see grader/README.md):
 #   make grade STEP=release COURSE=~/class LAB=lab-transports   (steps: init release collect autograde feedback export)
 grade: setup
-	@$(PY) -m hpclab.grading.pipeline $(STEP) $(COURSE) $(LAB) $(ARGS)
+	@$(PY) -m hpclab.grading $(STEP) $(COURSE) $(LAB) $(ARGS)
 
 clean:
 	rm -rf build/bin build/lib build/course build/bench

@@ -14,14 +14,14 @@ import json
 import pytest
 
 from hpclab.analysis import fits
-from hpclab.grading import pipeline as grading, labdata
+from hpclab.grading import __main__ as command, demo, labdata, pipeline, references
 from hpclab.core.errors import HpclabError
 
 
 @pytest.fixture(scope="module")
 def real_runs(cluster, tmp_path_factory):
     """{role: run folder} of three real pingpong runs (shm, tcp, unlabelled)."""
-    return grading.demo_runs(tmp_path_factory.mktemp("runs"))
+    return demo.demo_runs(tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_packing_never_overwrites(lab, real_runs):
 def test_reference_is_the_package_fit_of_the_packed_runs(lab):
     """Are the expected answers exactly hpclab.analysis.fits' Hockney fit of the packed runs, and the
     unlabelled transport the one Open MPI reported?"""
-    ref = grading.reference("lab-transports", lab)
+    ref = references.reference("lab-transports", lab)
     for role in ("shm", "tcp"):
         table = labdata.table(role, lab)
         fit = fits.hockney_fit(table["bytes"], table["t_usec"])
@@ -99,12 +99,12 @@ def test_reference_is_the_package_fit_of_the_packed_runs(lab):
 def test_interpretation_accepts_every_option_too_close_to_call():
     """Does an interpretation question accept the best option, plus exactly those within the two
     options' spreads of it, whether the best is the largest or the smallest value?"""
-    assert grading.accepted({"a": 10.0, "b": 5.0}, {"a": 1.0, "b": 1.0}) == ["a"]
-    assert grading.accepted({"a": 10.0, "b": 8.0}, {"a": 1.0, "b": 1.0}) == ["a", "b"]
-    assert grading.accepted({"a": 10.0, "b": 8.0}, {"a": 1.0, "b": 0.9}) == ["a"]
-    assert grading.accepted({"a": 10.0, "b": 8.0}, {}, best=min) == ["b"]
+    assert references.accepted({"a": 10.0, "b": 5.0}, {"a": 1.0, "b": 1.0}) == ["a"]
+    assert references.accepted({"a": 10.0, "b": 8.0}, {"a": 1.0, "b": 1.0}) == ["a", "b"]
+    assert references.accepted({"a": 10.0, "b": 8.0}, {"a": 1.0, "b": 0.9}) == ["a"]
+    assert references.accepted({"a": 10.0, "b": 8.0}, {}, best=min) == ["b"]
     three = {"load imbalance": 4.0, "dependency": 1.0, "transfer": 4.5}
-    assert grading.accepted(three, {k: 0.3 for k in three}) == ["transfer", "load imbalance"]
+    assert references.accepted(three, {k: 0.3 for k in three}) == ["transfer", "load imbalance"]
 
 
 @pytest.mark.cluster
@@ -114,7 +114,7 @@ def test_large_message_choice_follows_the_fitted_models(lab):
     fits' typical errors?"""
     import numpy as np
 
-    ref = grading.reference("lab-transports", lab)
+    ref = references.reference("lab-transports", lab)
     t, err = {}, {}
     for role in ("shm", "tcp"):
         table = labdata.table(role, lab)
@@ -130,7 +130,35 @@ def test_large_message_choice_follows_the_fitted_models(lab):
 def test_reference_without_data_is_a_clear_error(tmp_path):
     """Does a lab folder without packed runs give an HpclabError that says so?"""
     with pytest.raises(HpclabError, match="reference analysis of lab-transports failed"):
-        grading.reference("lab-transports", tmp_path)
+        references.reference("lab-transports", tmp_path)
+
+
+def test_reference_entry_points_answer_in_one_line(tmp_path):
+    """Do the fresh-process reference entry (`python -m hpclab.grading.references LAB DIR`) and the
+    pipeline's `reference` step answer an unknown lab and a folder without data with one ERROR
+    line and exit code 2, and is the lab named in reference()'s own error?"""
+    import subprocess
+    import sys
+
+    for argv in (["-m", "hpclab.grading.references", "no-such-lab", str(tmp_path)],
+                 ["-m", "hpclab.grading.references", "lab-transports", str(tmp_path)],
+                 ["-m", "hpclab.grading", "reference", "no-such-lab", str(tmp_path)]):
+        proc = subprocess.run([sys.executable, "-I", *argv], capture_output=True, text=True, timeout=120)
+        err = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and proc.stdout == "", (argv, proc.stdout)
+        assert len(err) == 1 and err[0].startswith("ERROR: "), (argv, err)
+    with pytest.raises(HpclabError, match="no reference analysis for 'no-such-lab'"):
+        references.reference("no-such-lab", tmp_path)
+
+
+def test_course_kernel_starts_the_grading_entry(tmp_path):
+    """Does a new course's kernel spec start `python -m hpclab.grading kernel`, the entry that
+    puts the kernel in the sandbox?"""
+    import sys
+
+    course = pipeline.init_course(tmp_path / "class", labs=("lab-transports",))
+    spec = json.loads((course / "jupyter" / "kernels" / pipeline.KERNEL_NAME / "kernel.json").read_text())
+    assert spec["argv"] == [sys.executable, "-m", "hpclab.grading", "kernel", "{connection_file}"]
 
 
 def test_nothing_is_packed_while_nbgrader_executes(tmp_path, monkeypatch):
@@ -145,7 +173,7 @@ def test_steps_on_a_missing_course_end_in_one_line(tmp_path, capsys):
     for argv in (["release", str(tmp_path / "nope"), "lab-transports"],
                  ["collect", str(tmp_path), "lab-transports", str(tmp_path)],
                  ["init", str(tmp_path / "c"), "no-such-lab"]):
-        assert grading.main(argv) == 2
+        assert command.main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("ERROR: ")
 
@@ -154,15 +182,15 @@ def test_new_course_has_an_exchange_nbgrader_accepts(tmp_path, monkeypatch):
     """Is the default exchange made next to a new course folder, so that nbgrader's own exchange
     commands (and the formgrader's release and collect) work without a system-wide folder?"""
     monkeypatch.delenv("NBGRADER_EXCHANGE", raising=False)
-    course = grading.init_course(tmp_path / "class", labs=("lab-transports",))
+    course = pipeline.init_course(tmp_path / "class", labs=("lab-transports",))
     assert (tmp_path / "nbgrader-exchange").is_dir()
-    grading._sh(course, "list")  # raises when nbgrader finds no usable exchange
+    pipeline._sh(course, "list")  # raises when nbgrader finds no usable exchange
 
 
 def test_shared_exchange_is_left_to_its_administrator(tmp_path, monkeypatch):
     """With NBGRADER_EXCHANGE set (a JupyterHub's shared folder), is nothing made next to the course?"""
     monkeypatch.setenv("NBGRADER_EXCHANGE", str(tmp_path / "shared"))
-    grading.init_course(tmp_path / "class", labs=("lab-transports",))
+    pipeline.init_course(tmp_path / "class", labs=("lab-transports",))
     assert not (tmp_path / "nbgrader-exchange").exists() and not (tmp_path / "shared").exists()
 
 
@@ -174,20 +202,20 @@ def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
     blocked (no Slurm job in sacct over the window, the sleeper outside alive, nothing written),
     and are the course tree, the runs and the cluster's configuration byte-identical?"""
     root = next(iter(real_runs.values())).parent.parent
-    result = grading.run_demo(tmp_path / "course", timeout=10, runs_root=root)
+    result = demo.run_demo(tmp_path / "course", timeout=10, runs_root=root)
     print("\n".join(result["lines"]))
     assert result["changed"] == [] and result["untouched"]
     assert result["jobs"] == []
-    assert set(result["hostile"]) == set(grading.HOSTILE_KINDS)
+    assert set(result["hostile"]) == set(demo.HOSTILE_KINDS)
     assert all(v == "" for v in result["hostile"].values()), result["hostile"]
-    for student, lost in grading.EXPECTED_LOST.items():
+    for student, lost in demo.EXPECTED_LOST.items():
         cells = result["cells"][student]
         assert {g for g, (score, mx) in cells.items() if score < mx} == lost, student
     assert result["ok"]
     with open(result["csv"], newline="") as fh:
         rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh)}
     assert rows == {s: float(v) for s, v in result["expected"].items()}
-    assert len(result["feedback"]) == len(grading.EXPECTED_LOST)
+    assert len(result["feedback"]) == len(demo.EXPECTED_LOST)
     assert result["flags"] == {"tamper": {"test-latency": "edited", "test-unknown": "deleted"}}
     # the hostile notebook could neither read the hidden tests nor write outside its folder's
     # private copy (thrown away: no SNOOP file anywhere in the course)
@@ -197,17 +225,17 @@ def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
     assert not list((tmp_path / "course").rglob("SNOOP"))
 
 
-@pytest.mark.parametrize("lab", grading.LABS)
+@pytest.mark.parametrize("lab", pipeline.LABS)
 def test_release_removes_solutions_and_hidden_tests(lab, tmp_path):
     """Does nbgrader's release of each lab keep the visible tests and stubs but no solution and
     no hidden test, and does every graded cell carry points and open with a docstring?"""
     import nbformat
 
-    course = grading.init_course(tmp_path / "course", [lab])
-    released = grading.release(course, lab) / f"{lab}.ipynb"
+    course = pipeline.init_course(tmp_path / "course", [lab])
+    released = pipeline.release(course, lab) / f"{lab}.ipynb"
     text = released.read_text()
     assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
-    assert "grading.reference" not in text     # the reference call lives in hidden tests only
+    assert "references.reference" not in text     # the reference call lives in hidden tests only
     assert "raise NotImplementedError()" in text
     source = nbformat.read(course / "source" / lab / f"{lab}.ipynb", as_version=4)
     graded = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
@@ -239,13 +267,13 @@ def _grade_full_and_unchanged(lab, runs, tmp_path):
 
     import nbformat
 
-    course = grading.init_course(tmp_path / "course", [lab])
-    grading.release(course, lab)
+    course = pipeline.init_course(tmp_path / "course", [lab])
+    pipeline.release(course, lab)
     src = nbformat.read(course / "source" / lab / f"{lab}.ipynb", as_version=4)
     rel = nbformat.read(course / "release" / lab / f"{lab}.ipynb", as_version=4)
     downloads = tmp_path / "downloads"
     downloads.mkdir()
-    for student, nb in (("full", grading._answered(rel, src)), ("unchanged", rel)):
+    for student, nb in (("full", demo._answered(rel, src)), ("unchanged", rel)):
         folder = tmp_path / student
         folder.mkdir()
         nbformat.write(nb, folder / f"{lab}.ipynb")
@@ -254,9 +282,9 @@ def _grade_full_and_unchanged(lab, runs, tmp_path):
             for p in sorted(folder.rglob("*")):
                 if p.is_file():
                     z.write(p, p.relative_to(folder))
-    assert grading.collect(course, lab, downloads) == ["full", "unchanged"]
-    grading.autograde(course, lab, timeout=60)
-    return grading.cell_scores(course, lab), grading.export(course, tmp_path / "grades.csv")
+    assert pipeline.collect(course, lab, downloads) == ["full", "unchanged"]
+    pipeline.autograde(course, lab, timeout=60)
+    return pipeline.cell_scores(course, lab), pipeline.export(course, tmp_path / "grades.csv")
 
 
 @pytest.fixture(scope="module")
@@ -286,8 +314,8 @@ def test_lab_full_solution_gets_full_marks(lab, runs, request, tmp_path):
 def placement_runs(cluster, tmp_path_factory):
     """{role: run folder}: the real STREAM runs lab-placement packs (as its cells make them):
     the srun and mpirun placements of its solution, and the pitfall and fix-1 cases twice each."""
+    from hpclab.course import lesson_placement
     from hpclab.jobs import experiment
-    from hpclab.analysis import placement
 
     root = tmp_path_factory.mktemp("runs")
     stream = {"experiment": "lab-placement", "kernel": "stream", "ntasks": 2,
@@ -295,13 +323,13 @@ def placement_runs(cluster, tmp_path_factory):
     specs = [dict(stream, label="distinct", launcher="srun", binding={"cpu_bind": "cores"}),
              dict(stream, label="unbound", launcher="mpirun",
                   binding={"map_by": "core", "bind_to": "none"})]
-    cases = placement.PITFALL_CASES[:2]
-    specs += placement.specs(cases, size=100_000, reps=10, repetitions=2, experiment="lab-placement")
+    cases = lesson_placement.PITFALL_CASES[:2]
+    specs += lesson_placement.specs(cases, size=100_000, reps=10, repetitions=2, experiment="lab-placement")
     done = experiment.run(specs, progress=False, timeout=600, root=root)
     name = {cases[0].label: "pitfall", cases[1].label: "fix"}
     out = {"distinct": done[0].path, "unbound": done[1].path}
     for run in done[2:]:
-        role = next(r for r in grading.PLACEMENT_ROLES[name[run.spec.label]] if r not in out)
+        role = next(r for r in references.PLACEMENT_ROLES[name[run.spec.label]] if r not in out)
         out[role] = run.path
     return out
 
@@ -311,7 +339,7 @@ def test_placement_reference_grades_only_the_packed_sections(placement_runs, tmp
     """With only the srun placement packed, does the reference give its binding and allowed
     sets (one CPU per rank, as srun --cpu-bind=cores made them) and leave the pitfall out?"""
     labdata.pack({"distinct": placement_runs["distinct"]}, tmp_path)
-    ref = grading.reference("lab-placement", tmp_path)
+    ref = references.reference("lab-placement", tmp_path)
     assert ref["binding"] == {"distinct": {"cpu_bind": "cores"}}
     assert all(len(s) == 1 for s in ref["allowed"]["distinct"].values())
     assert "lost" not in ref and "job_mb_s" not in ref
@@ -336,20 +364,20 @@ def test_unconfined_flag_grades_the_instructors_own_notebook(real_runs, tmp_path
 
     import nbformat
 
-    lab = grading.DEMO_LAB
-    course = grading.init_course(tmp_path / "course", [lab])
-    grading.release(course, lab)
+    lab = demo.DEMO_LAB
+    course = pipeline.init_course(tmp_path / "course", [lab])
+    pipeline.release(course, lab)
     src = nbformat.read(course / "source" / lab / f"{lab}.ipynb", as_version=4)
     rel = nbformat.read(course / "release" / lab / f"{lab}.ipynb", as_version=4)
     folder, downloads = tmp_path / "mine", tmp_path / "downloads"
     folder.mkdir()
     downloads.mkdir()
-    nbformat.write(grading._answered(rel, src), folder / f"{lab}.ipynb")
+    nbformat.write(demo._answered(rel, src), folder / f"{lab}.ipynb")
     labdata.pack(real_runs, folder)
     with zipfile.ZipFile(downloads / "instructor.zip", "w") as z:
         for p in sorted(folder.rglob("*")):
             if p.is_file():
                 z.write(p, p.relative_to(folder))
-    grading.collect(course, lab, downloads)
-    assert grading.main(["autograde", str(course), lab, "--unconfined", "--timeout", "60"]) == 0
+    pipeline.collect(course, lab, downloads)
+    assert command.main(["autograde", str(course), lab, "--unconfined", "--timeout", "60"]) == 0
     assert "instructor       7 / 7" in capsys.readouterr().out

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hpclab.grading import answers, pipeline as grading, sandbox
+from hpclab.grading import answers, pipeline, sandbox
 from hpclab.core.errors import HpclabError
 from hpclab.core import paths
 
@@ -267,22 +267,22 @@ def _unprivileged(scratch):
 def test_autograde_refuses_without_a_sandbox(tmp_path, monkeypatch):
     """Where no sandbox can be made, does autograde refuse untrusted submissions with one line
     that says why and what to do, before running anything?"""
-    course = grading.init_course(tmp_path / "course", ["lab-transports"])
+    course = pipeline.init_course(tmp_path / "course", ["lab-transports"])
     monkeypatch.setattr(sandbox, "mode", lambda: None)
     monkeypatch.setattr(sandbox, "why_not", lambda: "no user namespaces here")
     with pytest.raises(HpclabError, match="refusing to autograde untrusted notebooks without a sandbox: "
                                           "no user namespaces here") as err:
-        grading.autograde(course, "lab-transports")
+        pipeline.autograde(course, "lab-transports")
     assert "--unconfined" in err.value.hint
     assert not (course / "logs").exists()      # nbgrader never ran
 
 
 def test_old_course_config_is_refused(tmp_path):
     """Does a course whose nbgrader_config.py predates the sandbox get a clear error?"""
-    course = grading.init_course(tmp_path / "course", ["lab-transports"])
+    course = pipeline.init_course(tmp_path / "course", ["lab-transports"])
     (course / "nbgrader_config.py").write_text("c = get_config()\n")
     with pytest.raises(HpclabError, match="does not run cells through hpclab.grading.answers.SandboxExecute"):
-        grading.autograde(course, "lab-transports")
+        pipeline.autograde(course, "lab-transports")
 
 
 def test_why_not_names_the_fix(monkeypatch):
@@ -296,8 +296,8 @@ def test_why_not_names_the_fix(monkeypatch):
 
 def test_free_names_are_the_answers_a_test_reads():
     """Are a test cell's answers the names it reads and never binds (builtins and LAB aside)?"""
-    src = ('"""doc"""\nassert set(latency_us) == {"shm"}\nfrom hpclab import grading\n'
-           'ref = grading.reference("lab-transports", LAB)\nfor role in ("shm",):\n'
+    src = ('"""doc"""\nassert set(latency_us) == {"shm"}\nfrom hpclab.grading import references\n'
+           'ref = references.reference("lab-transports", LAB)\nfor role in ("shm",):\n'
            '    assert abs(latency_us[role] - ref["latency_us"][role]) <= 0.02 * x[role]\n')
     assert answers.free_names(src) == ["latency_us", "x"]
 
@@ -361,7 +361,7 @@ def test_check_runs_sandboxed_on_a_read_only_copy(tmp_path):
     assert res[0]["passed"], res
 
 
-@pytest.mark.parametrize("lab", grading.LABS)
+@pytest.mark.parametrize("lab", pipeline.LABS)
 def test_every_test_cell_reads_only_answers_the_solution_defines(lab):
     """Since test cells run outside the kernel on the answers it reports, does each lab's test
     cell read only names its solution cells assign (no module or helper of the notebook's)?"""
@@ -369,7 +369,7 @@ def test_every_test_cell_reads_only_answers_the_solution_defines(lab):
 
     import nbformat
 
-    nb = nbformat.read(grading._labs_dir() / lab / f"{lab}.ipynb", as_version=4)
+    nb = nbformat.read(pipeline._labs_dir() / lab / f"{lab}.ipynb", as_version=4)
     assigned = set()
     for cell in nb.cells:
         if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
@@ -398,7 +398,7 @@ def test_kernel_nbgrader_talks_to_is_inside_and_bounded_in_time(tmp_path):
                                        ip=str(tmp_path / "kernel-ipc"))
     env = dict(os.environ, **{sandbox.ENV: sandbox.Limits(wall_seconds=20).to_env()})
     t0 = time.monotonic()
-    launcher = subprocess.Popen([sys.executable, "-m", "hpclab.grading.pipeline", "kernel", conn], cwd=work,
+    launcher = subprocess.Popen([sys.executable, "-m", "hpclab.grading", "kernel", conn], cwd=work,
                                 env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
     out = []
     try:

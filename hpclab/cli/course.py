@@ -28,9 +28,9 @@ def _lab(args: argparse.Namespace) -> int:
 
 
 def _grade_demo(args: argparse.Namespace) -> int:
-    from hpclab.grading import pipeline as grading
+    from hpclab.grading import demo
 
-    return grading.grade_demo()
+    return demo.grade_demo()
 
 
 def add_commands(subparsers) -> None:

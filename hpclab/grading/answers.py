@@ -23,6 +23,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from hpclab.grading import references
+
 MARK = "@@hpclab-answers@@ "
 FIXED = {"LAB": "."}          # names the grader sets itself: the lab folder is the submission
 MAX_RECORD = 1 << 20          # bytes of answers read from a kernel per cell
@@ -115,9 +117,7 @@ def check_cells(cells: list[dict]) -> list[dict]:
     """Run each test cell's code on its answers, in this process (meant to be a fresh one):
     cells [{"id", "source", "values", "skipped", "problem"?}] -> [{"id", "passed", "stdout",
     "ename", "evalue", "traceback"}]. The current folder is the submission."""
-    from hpclab.grading import pipeline as grading
-
-    grading.REFERENCE_CACHE = {}     # one reference analysis per submission, not one per cell
+    references.REFERENCE_CACHE = {}  # one reference analysis per submission, not one per cell
     out = []
     for cell in cells:
         gid = cell["id"]
@@ -148,7 +148,7 @@ def check_cells(cells: list[dict]) -> list[dict]:
 
 
 def check_main() -> int:
-    """`python -I -m hpclab.grading.pipeline check`: JSON cells on stdin, JSON results on stdout."""
+    """`python -I -m hpclab.grading check`: JSON cells on stdin, JSON results on stdout."""
     cells = json.loads(sys.stdin.read())
     # the results alone on stdout: whatever a test or a process it starts prints goes to stderr
     out = os.fdopen(os.dup(1), "w")
@@ -274,7 +274,7 @@ def check(cells: list[dict], lab_dir: Path, limits, unconfined: bool = False) ->
 
     from hpclab.grading import sandbox
 
-    command = [sys.executable, "-I", "-m", "hpclab.grading.pipeline", "check"]
+    command = [sys.executable, "-I", "-m", "hpclab.grading", "check"]
     stdin = json.dumps(cells)
     if unconfined:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}

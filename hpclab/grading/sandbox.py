@@ -465,7 +465,7 @@ def _seal_when_bound(proc: subprocess.Popen, kdir: Path, info: dict, deadline: f
 
 
 def run_kernel(connection_file: str) -> int:
-    """The kernel launcher nbgrader starts (`python -m hpclab.grading.pipeline kernel CONN`): ipykernel in
+    """The kernel launcher nbgrader starts (`python -m hpclab.grading kernel CONN`): ipykernel in
     a sandbox, its folder (nbgrader's autograded/<student>/<lab>/, the current folder) copied in.
     Waits for it (forwarding nothing: nbgrader signals the process group) and cleans up.
     Returns the kernel's exit status."""

@@ -1,0 +1,536 @@
+"""A simulated class graded end to end (`run_demo`, `grade_demo`): every student packs the same
+real pingpong runs of lab-transports and differs in what their notebook does: the solution,
+wrong answers, an infinite loop, an exception, 200 000 printed lines, edited tests, snooping,
+forged or missing data, and a hostile wing that tries one way out of the sandbox each (HOSTILE).
+Each student's expected lost cells are in EXPECTED_LOST; run_demo also checks from outside that
+nothing outside the submissions changed and that Slurm saw no job of theirs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
+from hpclab.grading import labdata, pipeline, sandbox
+from hpclab.grading.pipeline import (autograde, cell_scores, collect, export, feedback, init_course,
+                                     release, tampered_cells)
+from hpclab.runs import folder as runs_folder
+from hpclab.site.slurm import run_slurm
+
+DEMO_LAB = "lab-transports"
+DEMO_ROLES = {"shm": "self,vader", "tcp": "self,tcp", "unlabelled": "self,tcp"}
+EXPECTED_LOST = {
+    "full": set(),                                   # the solution with real data: full marks
+    "unchanged": {"test-latency", "test-bandwidth", "test-nhalf", "test-choice", "test-unknown"},
+    "wrong": {"test-latency", "test-nhalf"},         # two wrong numbers, nothing else
+    "loop": {"test-nhalf"},                          # infinite loop: interrupted at the timeout
+    "exception": {"test-unknown"},                   # raises in one answer cell
+    "huge": set(),                                   # prints 200 000 lines, answers right
+    "tamper": {"test-latency", "test-unknown"},      # wrong latency, test edited to pass, one deleted
+    "snoop": set(),                                  # tries to read hidden tests / write gradebook
+    "forged": {"test-latency", "test-bandwidth", "test-nhalf", "test-choice", "test-unknown"},  # edited data
+    "nodata": {"test-latency", "test-bandwidth", "test-nhalf", "test-choice", "test-unknown"},  # no runs packed
+    # the hostile wing: each tries one way out of the sandbox, then answers right (HOSTILE)
+    "sbatch": set(),                                 # submits a Slurm job
+    "signal": set(),                                 # signals a process outside (and pid 1)
+    "network": set(),                                # connects to the cluster's ports, and out
+    "secrets": set(),                                # /etc/shadow, Slurm's config, the munge key and socket
+    "others": set(),                                 # another student's and the instructor's files
+    "write": set(),                                  # writes outside its scratch (venv .pth, course, package)
+    "forkbomb": set(),                               # forks up to 1000 processes
+    "membomb": {"test-unknown"},                     # 3 GiB in its last answer cell: that cell dies
+    "patch": {"test-latency", "test-nhalf", "test-unknown"},  # two wrong numbers, patched builtins/
+                                                     # math/numpy/hpclab, an answer equal to anything
+}
+HOSTILE_KINDS = ("sbatch", "signal", "network", "secrets", "others", "write", "forkbomb",
+                 "membomb", "patch")
+
+# Each attempt prints "ATTEMPT <name>: blocked (...)" or "ATTEMPT <name>: SUCCEEDED (...)";
+# run_demo also checks from outside (Slurm accounting, the sleeper's life, checksums, files).
+# @NAME@ placeholders are filled in by run_demo.
+HOSTILE = {
+    "sbatch": r'''
+import subprocess
+_out = []
+for _env in ({}, {"SLURM_CONF": "@STATE@/etc/slurm.conf"}):   # sbatch's default config, the cluster's
+    try:
+        _p = subprocess.run(["sbatch", "--job-name=@NONCE@", "--wrap", "id > /tmp/escaped"],
+                            capture_output=True, text=True, timeout=4, env={"PATH": "/usr/bin:/bin", **_env})
+        _out.append((_p.returncode, (_p.stdout + _p.stderr).strip()[-120:]))
+    except Exception as _e:
+        _out.append((-1, repr(_e)))
+print("ATTEMPT sbatch:", "SUCCEEDED" if any(rc == 0 for rc, _ in _out) else "blocked", _out)
+''',
+    "signal": r'''
+import os, signal
+_out = []
+for _pid in (@SLEEPER@, 1):
+    try:
+        os.kill(_pid, signal.SIGTERM)
+        _out.append((_pid, "sent"))
+    except OSError as _e:
+        _out.append((_pid, _e.strerror))
+print("ATTEMPT signal:", "SUCCEEDED" if any(r == "sent" for _, r in _out) else "blocked", _out)
+''',
+    "network": r'''
+import socket
+_out = []
+for _addr in [("127.0.0.1", p) for p in (6917, 6918, 6919, 13306)] + [("10.213.0.1", 6917), ("1.1.1.1", 53)]:
+    try:
+        socket.create_connection(_addr, timeout=3).close()
+        _out.append((_addr, "connected"))
+    except OSError as _e:
+        _out.append((_addr, _e.strerror or repr(_e)))
+print("ATTEMPT network:", "SUCCEEDED" if any(r == "connected" for _, r in _out) else "blocked", _out)
+''',
+    "secrets": r'''
+import glob, socket
+_read = []
+for _path in ["/etc/shadow", "/etc/slurm/slurm.conf", "@STATE@/etc/slurm.conf", "@STATE@/etc/db.password",
+              *glob.glob("@DAEMON@/munge/*"), "/root/.bash_history", "/proc/1/environ"]:
+    try:
+        with open(_path, "rb") as _fh:
+            _fh.read(1)
+        _read.append(_path)
+    except OSError:
+        pass
+try:
+    _s = socket.socket(socket.AF_UNIX)
+    _s.connect("@DAEMON@/munge/munge.socket")
+    _read.append("munge.socket (connected)")
+except OSError:
+    pass
+print("ATTEMPT secrets:", "SUCCEEDED" if _read else "blocked", "read:", _read)
+''',
+    "others": r'''
+import glob, os
+_read = []
+for _pattern in ("@COURSE@/source/*/*.ipynb", "@COURSE@/gradebook.db", "@COURSE@/submitted/*/*/*.ipynb",
+                 "@COURSE@/autograded/*/*/*.ipynb", "@COURSE@/students/*/*.ipynb", "@REPO@/labs/*/*.ipynb",
+                 "../../*/lab-transports/*.ipynb", "../../../source/*/*.ipynb"):
+    for _path in glob.glob(_pattern):
+        if os.path.abspath(_path) == os.path.abspath("lab-transports.ipynb"):
+            continue
+        try:
+            with open(_path, "rb") as _fh:
+                _fh.read(1)
+            _read.append(_path)
+        except OSError:
+            pass
+print("ATTEMPT others:", "SUCCEEDED" if _read else "blocked", "read:", _read)
+''',
+    "write": r'''
+import site, os
+_targets = ["@COURSE@/HOSTILE", "@COURSE@/gradebook.db", "@COURSE@/source/lab-transports/lab-transports.ipynb",
+            "@REPO@/hpclab/hostile.py", "@VENV_SITE@/hostile.pth", "@REPO@/labs/HOSTILE", "/etc/HOSTILE",
+            "/var/tmp/HOSTILE", "/dev/shm/HOSTILE"]
+_written = []
+for _path in _targets:
+    try:
+        with open(_path, "a") as _fh:
+            _fh.write("import os\n")
+        _written.append(_path)
+    except OSError:
+        pass
+with open("PLANTED", "w") as _fh:      # the working copy is writable, but only a copy
+    _fh.write("x")
+print("ATTEMPT write:", "SUCCEEDED" if _written else "blocked", "written:", _written)
+''',
+    "forkbomb": r'''
+import os, time
+_kids, _err = [], None
+for _i in range(1000):
+    try:
+        _pid = os.fork()
+    except OSError as _e:
+        _err = _e
+        break
+    if _pid == 0:
+        time.sleep(2)
+        os._exit(0)
+    _kids.append(_pid)
+for _pid in _kids:
+    os.waitpid(_pid, 0)
+print("ATTEMPT forkbomb:", "blocked" if _err else "SUCCEEDED", f"({len(_kids)} processes, then {_err!r})")
+''',
+    "membomb": r'''
+_chunks = []
+for _i in range(48):                    # 3 GiB in 64 MiB pieces, every page touched
+    _b = bytearray(64 << 20)
+    _b[::4096] = b"\1" * len(range(0, 64 << 20, 4096))
+    _chunks.append(_b)
+print("ATTEMPT membomb: SUCCEEDED", len(_chunks) * 64, "MiB")
+''',
+    "patch": r'''
+import builtins, math, numpy
+from hpclab.grading import references
+builtins.abs = lambda x: 0
+math.isclose = lambda *a, **k: True
+numpy.isclose = lambda *a, **k: True
+numpy.allclose = lambda *a, **k: True
+references.reference = lambda lab, lab_dir=".": {"latency_us": latency_us, "bandwidth_mb_s": bandwidth_mb_s,
+                                                  "n_half_tcp": n_half_tcp, "unlabelled_transport": unlabelled_transport}
+class _Anything(str):
+    def __eq__(self, other):
+        return True
+    __hash__ = str.__hash__
+unlabelled_transport = _Anything("neither")
+print("ATTEMPT patch: patched abs, math.isclose, numpy.isclose, references.reference; answer equal to anything")
+''',
+}
+
+SNOOP = r'''
+import glob, os
+stolen, written = [], []
+for pattern in ("../../../source/*/*.ipynb", "../../../gradebook.db", "../../../submitted/*/*/*.ipynb",
+                "../../*/lab-transports/*.ipynb"):
+    for path in glob.glob(pattern):
+        try:
+            if os.path.abspath(path) != os.path.abspath("lab-transports.ipynb") and open(path, "rb").read():
+                stolen.append(path)
+        except OSError:
+            pass
+for path in ("../../../gradebook.db", "../../../source/lab-transports/lab-transports.ipynb",
+             "../../../SNOOP", "/work/main/labs/SNOOP", "../SNOOP", "SNOOP"):
+    try:
+        with open(path, "a") as fh:
+            fh.write("owned")
+        if "owned" in open(path).read():
+            written.append(path)
+    except OSError:
+        pass
+print("read:", stolen, "written:", written)
+'''
+
+
+def demo_runs(root: str | Path | None = None) -> dict[str, Path]:
+    """The real pingpong runs the demo class uses: {role: run folder}, the latest completed run
+    of experiment lab-transports per role under root (default runs/), made now on the local
+    cluster through hpclab.jobs.experiment if missing."""
+    root = Path(root or paths.runs_dir())
+    found: dict[str, Path] = {}
+    for entry in runs_folder.index(root) if root.exists() else []:
+        if (entry.get("experiment") == DEMO_LAB and entry.get("state") == "completed"
+                and entry.get("label") in DEMO_ROLES):
+            found[entry["label"]] = root / DEMO_LAB / entry["run_id"]
+    missing = [r for r in DEMO_ROLES if r not in found]
+    if missing:
+        from hpclab.jobs import experiment   # costly (the whole job stack): only when runs are made
+
+        specs = [{"experiment": DEMO_LAB, "kernel": "pingpong", "ntasks": 2, "label": role,
+                  "mca": {"pml": "ob1", "btl": DEMO_ROLES[role]}, "args": {"max_bytes": 4194304}}
+                 for role in missing]
+        try:
+            done = experiment.run(specs, progress=False, timeout=600, root=root)
+        except HpclabError as exc:
+            raise HpclabError(f"the demo class needs real pingpong runs: {exc.what}",
+                              "start the cluster with `hpclab cluster up` and retry") from None
+        for role, run in zip(missing, done):
+            found[role] = run.path
+    return found
+
+
+def _answered(release_nb, source_nb):
+    """The release notebook with every solution cell filled from the source (markers removed)."""
+    import copy
+
+    sols = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source_nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = copy.deepcopy(release_nb)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in sols:
+            cell.source = "\n".join(l for l in sols[gid].splitlines()
+                                    if l.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    return nb
+
+
+def _edit(nb, gid, fn):
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == gid:
+            cell.source = fn(cell.source)
+            return
+    raise KeyError(gid)
+
+
+def _student_notebook(kind: str, release_nb, source_nb, fill: dict | None = None):
+    import copy
+
+    if kind == "unchanged":
+        return copy.deepcopy(release_nb)
+    nb = _answered(release_nb, source_nb)
+    if kind in ("wrong", "tamper"):
+        _edit(nb, "fit", lambda s: s.replace("print(", 'latency_us["shm"] *= 1.5\nprint(', 1))
+    if kind == "wrong":
+        _edit(nb, "nhalf", lambda s: s.replace('latency_us["tcp"] * bandwidth_mb_s["tcp"]',
+                                                'latency_us["tcp"] / bandwidth_mb_s["tcp"]'))
+    if kind == "loop":
+        _edit(nb, "nhalf", lambda s: "while True:\n    pass\n" + s)
+    if kind == "exception":
+        _edit(nb, "unknown", lambda s: 'raise RuntimeError("I give up")\n' + s)
+    if kind == "huge":
+        _edit(nb, "fit", lambda s: s + '\nfor i in range(200000):\n    print("x" * 80, i)')
+    if kind == "tamper":
+        _edit(nb, "test-latency", lambda s: '"""Always right."""\npass')
+        nb.cells = [c for c in nb.cells
+                    if c.metadata.get("nbgrader", {}).get("grade_id") != "test-unknown"]
+    if kind == "snoop":
+        _edit(nb, "fit", lambda s: SNOOP + "\n" + s)
+    if kind in HOSTILE:
+        code = HOSTILE[kind]
+        for key, value in (fill or {}).items():
+            code = code.replace(f"@{key}@", str(value))
+        if kind == "patch":          # two wrong numbers (as "wrong"), then the patches
+            _edit(nb, "fit", lambda s: s.replace("print(", 'latency_us["shm"] *= 1.5\nprint(', 1))
+            _edit(nb, "nhalf", lambda s: s.replace('latency_us["tcp"] * bandwidth_mb_s["tcp"]',
+                                                    'latency_us["tcp"] / bandwidth_mb_s["tcp"]'))
+            _edit(nb, "unknown", lambda s: s + "\n" + code)
+        elif kind == "membomb":      # in the last answer cell, before its answer
+            _edit(nb, "unknown", lambda s: code + "\n" + s)
+        else:
+            _edit(nb, "fit", lambda s: code + "\n" + s)
+    return nb
+
+
+def _forge(lab_dir: Path) -> None:
+    """Scale every time of the tcp run by 0.8 after packing: numbers 'typed in'."""
+    path = labdata.run_dir("tcp", lab_dir) / "result.json"
+    doc = json.loads(path.read_text())
+    for row in doc["results"]["rows"]:
+        row["t_usec"] *= 0.8
+    path.write_text(json.dumps(doc, indent=1))
+
+
+def _checksums(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """SHA-256 of every file below root (or of root itself), keyed by path; names in skip
+    (first level below root) left out. A missing root gives {}."""
+    import hashlib
+
+    root = Path(root)
+    if root.is_file():
+        return {str(root): hashlib.sha256(root.read_bytes()).hexdigest()}
+    out = {}
+    for p in sorted(root.rglob("*")) if root.is_dir() else []:
+        if p.relative_to(root).parts[0] in skip or not p.is_file() or p.is_symlink():
+            continue
+        try:
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+        except OSError as exc:       # e.g. a socket or a file another process just removed
+            out[str(p)] = f"unreadable: {exc.strerror}"
+    return out
+
+
+def _guarded(course: Path, runs: dict[str, Path], runs_root: Path | None = None) -> dict[str, Path]:
+    """What autograde must leave byte-identical: the course tree apart from what autograde
+    writes, the runs the class packed, the lab sources, the package, the venv's site-packages
+    top level (a .pth there would run in the grader), the cluster's configuration."""
+    import site
+
+    # the package: the modules the grader itself runs (other modules may be edited meanwhile)
+    pkg = paths.package_dir()
+    out = {"course": course, "labs": pipeline._labs_dir(),
+           **{f"package:{m}": pkg / f"{m}.py" for m in ("__init__", "grading/__init__", "grading/__main__",
+                                                         "grading/pipeline", "grading/references",
+                                                         "grading/answers", "grading/sandbox")},
+           "cluster-etc": paths.state_dir() / "etc", "etc-slurm": Path("/etc/slurm"),
+           "munge": paths.daemon_state_dir() / "munge" / "munge.key"}
+    for i, run in enumerate(sorted(runs.values())):
+        out[f"run{i}"] = Path(run)
+    if runs_root is not None:           # a runs folder of the caller's own (tests): all of it
+        out["runs"] = Path(runs_root)
+    for sp in site.getsitepackages():
+        out[f"site:{sp}"] = Path(sp)
+    return out
+
+
+def _snapshot(guarded: dict[str, Path]) -> dict[str, dict]:
+    skip = {"course": ("autograded", "feedback", "gradebook.db", "logs", "grades.csv")}
+    out = {}
+    for name, root in guarded.items():
+        if name.startswith("site:"):       # top level only (tens of thousands of files below)
+            out[name] = {str(p): _checksums(p).get(str(p), "") for p in sorted(root.glob("*"))
+                         if p.is_file()}
+        else:
+            out[name] = _checksums(root, skip.get(name, ()))
+    return out
+
+
+def _slurm_jobs_named(name: str, since: str) -> list[str]:
+    """Jobs with this name, or of the sandbox's user, in Slurm's accounting since `since`
+    (sacct -S), and in the queue. Raises HpclabError when Slurm cannot be asked."""
+    found = []
+    # the job name in accounting and in the queue must be answered; the sandbox user's jobs
+    # only where Slurm knows the user (sacct says "Invalid user" otherwise): check=False
+    for cmd, check in (
+            (["sacct", "-a", "-X", "-n", "-P", "-S", since, "--name", name, "-o", "JobID,JobName,User"], True),
+            (["sacct", "-X", "-n", "-P", "-S", since, "-u", sandbox.GRADER_USER, "-o", "JobID,JobName,User"], False),
+            (["squeue", "-h", "-n", name, "-o", "%i %j %u"], True)):
+        out = run_slurm(cmd, what=f"list the demo's Slurm jobs ({cmd[0]})", check=check)
+        found += [l for l in out.splitlines() if l.strip()]
+    return found
+
+
+def _cell_text(nb_path: Path, gid: str) -> tuple[str, list[str]]:
+    """(stdout text, error names) of one cell of an autograded notebook."""
+    import nbformat
+
+    if not nb_path.is_file():
+        return "", ["missing notebook"]
+    for cell in nbformat.read(nb_path, as_version=4).cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == gid:
+            text = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                           if o.get("output_type") == "stream")
+            return text, [o.get("ename") for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    return "", ["no such cell"]
+
+
+def _hostile_verdicts(course: Path, fill: dict, students, sleeper, jobs: list[str]) -> dict[str, str]:
+    """{kind: "" when each attempt of the hostile wing was blocked, else what got through}."""
+    out = {}
+    for kind in [k for k in students if k in HOSTILE]:
+        nb = course / "autograded" / kind / DEMO_LAB / f"{DEMO_LAB}.ipynb"
+        cell = "unknown" if kind == "membomb" else "fit"
+        text, errors = _cell_text(nb, cell)
+        problems = []
+        if kind == "membomb":
+            if not set(errors) & {"KernelDied", "MemoryError"} or "SUCCEEDED" in text:
+                problems.append(f"the memory bomb was not stopped (errors {errors})")
+        elif kind != "patch":
+            line = next((l for l in text.splitlines() if l.startswith(f"ATTEMPT {kind}:")), "")
+            if not line.startswith(f"ATTEMPT {kind}: blocked"):
+                problems.append(line or f"no ATTEMPT line (errors {errors})")
+        if kind == "sbatch" and jobs:
+            problems.append(f"Slurm saw jobs: {jobs}")
+        if kind == "signal" and sleeper.poll() is not None:
+            problems.append("the sleeper outside the sandbox died")
+        if kind == "write":
+            made = [t for t in (course / "HOSTILE", paths.repo() / "hpclab" / "hostile.py",
+                                Path(fill["VENV_SITE"]) / "hostile.pth", paths.repo() / "labs" / "HOSTILE",
+                                Path("/etc/HOSTILE"), Path("/var/tmp/HOSTILE"), Path("/dev/shm/HOSTILE"),
+                                nb.parent / "PLANTED") if t.exists()]
+            if made:
+                problems.append(f"files written outside the sandbox: {made}")
+        if kind == "forkbomb":
+            line = next((l for l in text.splitlines() if l.startswith("ATTEMPT forkbomb:")), "")
+            try:
+                n = int(line.split("(")[1].split()[0])
+            except (IndexError, ValueError):
+                n = -1
+            if not 0 <= n <= sandbox.Limits().processes:
+                problems.append(f"forked {n} processes (limit {sandbox.Limits().processes})")
+        out[kind] = "; ".join(problems)
+    return out
+
+
+def run_demo(course_dir: str | Path | None = None, students=None, timeout: int = 15,
+             runs_root: str | Path | None = None) -> dict:
+    """Run the simulated class through release, zip collect, autograde, feedback and export.
+
+    course_dir: new folder (default build/grade-demo/<time>); students: kinds from EXPECTED_LOST
+    (default all, the hostile wing included); timeout: seconds per cell while autograding;
+    runs_root: where the class's real runs are found or made (default runs/). Returns {"course",
+    "csv", "lines" (one per student), "scores" {student: (score, max)}, "expected" {student: score},
+    "cells" (cell_scores), "flags" (tampered_cells), "feedback" [html files],
+    "hostile" {kind: "" if blocked, else what got through}, "jobs" (Slurm jobs the class made:
+    none expected), "changed" [guarded trees whose checksums changed], "autograde_s" (seconds),
+    "ok" (every score as expected, every attempt blocked, nothing changed), "untouched"
+    (nothing outside the submissions changed)}."""
+    import time
+    import uuid
+
+    import nbformat
+
+    students = list(students or EXPECTED_LOST)
+    unknown = [s for s in students if s not in EXPECTED_LOST]
+    if unknown:
+        raise HpclabError(f"unknown demo students {unknown}", f"choose from {list(EXPECTED_LOST)}")
+    course = Path(course_dir or paths.build_dir() / "grade-demo" / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    runs = demo_runs(runs_root)
+    init_course(course, [DEMO_LAB])
+    release(course, DEMO_LAB)
+    nb_name = f"{DEMO_LAB}.ipynb"
+    source_nb = nbformat.read(course / "source" / DEMO_LAB / nb_name, as_version=4)
+    release_nb = nbformat.read(course / "release" / DEMO_LAB / nb_name, as_version=4)
+    points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+              for c in source_nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    total = sum(points.values())
+    work, downloads = course / "students", course / "lms-download"
+    downloads.mkdir(parents=True)
+    import site
+
+    sleeper = subprocess.Popen(["sleep", "3600"])      # a process outside the sandbox
+    fill = {"NONCE": f"hpclab-hostile-{uuid.uuid4().hex[:8]}", "SLEEPER": sleeper.pid,
+            "COURSE": course, "REPO": paths.repo(), "STATE": paths.state_dir().resolve(),
+            "DAEMON": paths.daemon_state_dir(), "VENV_SITE": site.getsitepackages()[0]}
+    try:
+        for kind in students:
+            lab_dir = work / kind
+            lab_dir.mkdir(parents=True)
+            nbformat.write(_student_notebook(kind, release_nb, source_nb, fill), lab_dir / nb_name)
+            if kind != "nodata":
+                labdata.pack(runs, lab_dir)
+            if kind == "forged":
+                _forge(lab_dir)
+            with zipfile.ZipFile(downloads / f"{kind}.zip", "w") as z:
+                for p in sorted(lab_dir.rglob("*")):
+                    if p.is_file():
+                        z.write(p, p.relative_to(lab_dir))
+        collect(course, DEMO_LAB, downloads)
+        guarded = _guarded(course, runs, runs_root)
+        before = _snapshot(guarded)
+        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
+        t0 = time.monotonic()
+        autograde(course, DEMO_LAB, timeout=timeout)
+        seconds = time.monotonic() - t0
+        after = _snapshot(guarded)
+        changed = sorted(k for k in guarded if before[k] != after[k])
+        jobs = _slurm_jobs_named(fill["NONCE"], since) if "sbatch" in students else []
+        hostile = _hostile_verdicts(course, fill, students, sleeper, jobs)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    untouched = not changed
+    html = feedback(course, DEMO_LAB)
+    csv_path = course / "grades.csv"
+    rows = export(course, csv_path)
+    scores = {r["student_id"]: (float(r["score"]), float(r["max_score"])) for r in rows
+              if r["assignment"] == DEMO_LAB}
+    expected = {s: total - sum(points[g] for g in EXPECTED_LOST[s]) for s in students}
+    cells = cell_scores(course, DEMO_LAB)
+    flags = tampered_cells(course, DEMO_LAB)
+    lines, ok = [], untouched and not jobs and not any(hostile.values())
+    for s in students:
+        got, mx = scores.get(s, (float("nan"), float("nan")))
+        lost = {g for g, (sc, m) in cells.get(s, {}).items() if sc < m}
+        good = got == expected[s] and mx == total and lost == EXPECTED_LOST[s] and not hostile.get(s)
+        ok &= good
+        flag = ", ".join(f"{g} {how}" for g, how in sorted(flags.get(s, {}).items()))
+        note = ("   attempt blocked" if s in hostile and not hostile[s]
+                else f"   GOT THROUGH: {hostile[s]}" if s in hostile else "")
+        lines.append(f"{s:10s} {got:4g} / {mx:g}   expected {expected[s]:g}   "
+                     f"{'ok' if good else 'WRONG'}   lost: {', '.join(sorted(lost)) or '-'}"
+                     + (f"   flagged: {flag}" if flag else "") + note)
+    if changed:
+        lines.append(f"changed during autograde (checksums): {', '.join(changed)}")
+    if jobs:
+        lines.append(f"Slurm jobs submitted during autograde: {jobs}")
+    lines.append(f"autograde: {seconds:.1f} s for {len(students)} submissions "
+                 f"({seconds / len(students):.1f} s each)")
+    return {"course": str(course), "csv": str(csv_path), "lines": lines, "scores": scores,
+            "expected": expected, "cells": cells, "flags": flags, "feedback": html,
+            "hostile": hostile, "jobs": jobs, "changed": changed, "autograde_s": seconds,
+            "ok": ok, "untouched": untouched}
+
+
+def grade_demo() -> int:
+    """Grade a simulated class end to end and print one line per student (score / max, expected).
+    Returns 0 when every score is the expected one, 1 otherwise (HpclabError: 2 via the CLI)."""
+    result = run_demo()
+    for line in result["lines"]:
+        print(line)
+    print(f"course folder: {result['course']}; grades: {result['csv']}")
+    return 0 if result["ok"] else 1
