@@ -37,7 +37,7 @@ from hpclab.core.errors import HpclabError  # noqa: E402
 # bench, the scaling notebook and the labs).
 from hpclab.analysis.scaling import BYTES_PER_UPDATE  # noqa: E402
 from hpclab.analysis.hotspots import ROOF_KERNEL  # noqa: E402
-from hpclab.runs.parse.stream import COUNTED_BYTES, MOVED_BYTES  # noqa: E402
+from hpclab.kernels.stream import COUNTED_BYTES, MOVED_BYTES  # noqa: E402
 
 # Poisson variants measured: (label, extra arguments, key into BYTES_PER_UPDATE).
 POISSON_VARIANTS = [("separate residuum", [], "separate"), ("--fuse", ["--fuse"], "fused")]

@@ -1,4 +1,4 @@
-"""Tests for hpclab.runs.parse: every parser on real outputs, truncated outputs and garbage.
+"""Tests for hpclab.kernels' parsers and hpclab.runs.parse: every parser on real outputs, truncated outputs and garbage.
 
 tests/data/runs/<name>/ are run folders captured on the course machine by tests/data/capture.sh
 (result.json, stdout, stderr, provenance/lstopo-<host>.xml); tests/data/*_bindings*.txt and
@@ -14,23 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpclab.core.errors import HpclabError
-from hpclab.runs.parse import (
-    load_result,
-    parse_bindings,
-    parse_pingpong_text,
-    parse_poisson_text,
-    parse_report_text,
-    parse_result_json,
-    parse_run,
-    parse_stream_text,
-    pingpong_table,
-    poisson_table,
-    read_bindings,
-    run_provenance,
-    run_topology,
-    stream_tables,
-    transport_label,
-)
+from hpclab.kernels.contract import load_result, parse_report_text, parse_result_json
+from hpclab.kernels.pingpong import parse_pingpong_text, pingpong_table, transport_label
+from hpclab.kernels.poisson import poisson_table
+from hpclab.kernels.stream import stream_tables
+from hpclab.runs.parse import parse_bindings, parse_run, read_bindings, run_provenance, run_topology
+from tests.kernel_text import parse_poisson_text, parse_stream_text
 
 DATA = Path(__file__).parent / "data"
 RUNS = DATA / "runs"

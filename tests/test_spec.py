@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from hpclab.spec import checks as spec_checks
 from hpclab.core.errors import HpclabError
 from hpclab.site.profile import Partition, Site
-from hpclab.spec.model import (KERNELS, MPIRUN_BIND_TO, MPIRUN_OBJECTS, OMP_PLACES, OMP_PROC_BIND,
+from hpclab.kernels.registry import names as kernel_names
+from hpclab.spec.model import (MPIRUN_BIND_TO, MPIRUN_OBJECTS, OMP_PLACES, OMP_PROC_BIND,
                          SRUN_CPU_BIND, SRUN_HINT, Binding, Numactl, Omp, Spec, load_specs,
                          make_spec, parse_sweep_option, sweep, time_seconds)
 
@@ -203,7 +204,7 @@ COUNTS = {"nodes": (1, 10000), "ntasks": (1, 1000000), "cpus_per_task": (1, 4096
 @st.composite
 def valid_spec(draw):
     """A spec that make_spec accepts: any kernel, a consistent rank count, a few options."""
-    kernel = draw(st.sampled_from(KERNELS))
+    kernel = draw(st.sampled_from(kernel_names()))
     ntasks = draw(st.integers(2, 8))
     data = {"kernel": kernel, "ntasks": ntasks, "cpus_per_task": draw(st.integers(1, 4)),
             "omp": {"num_threads": draw(st.integers(1, 4))}}
@@ -254,7 +255,7 @@ def _omp_keyword(draw, data):
 
 
 def _bad_literal(draw, data):
-    field, valid = draw(st.sampled_from([("launcher", ["srun", "mpirun"]), ("kernel", KERNELS)]))
+    field, valid = draw(st.sampled_from([("launcher", ["srun", "mpirun"]), ("kernel", kernel_names())]))
     bad = draw(word.filter(lambda w: w not in valid))
     data[field] = bad
     data.pop("args", None)  # arguments are checked against the kernel: keep the one mistake
@@ -541,7 +542,7 @@ def test_corrupted_spec_files_give_clear_errors_never_a_traceback(tmp_path):
             assert exc.what and exc.hint
             outcomes["error"] += 1
         else:
-            assert all(s.kernel in KERNELS for s in specs)
+            assert all(s.kernel in kernel_names() for s in specs)
             outcomes["specs"] += 1
     assert outcomes["error"] > 1000  # the corruption really corrupts
 

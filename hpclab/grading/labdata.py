@@ -193,7 +193,7 @@ def check_run(folder: str | Path, entry: dict) -> list[str]:
     kernel's hosts are the job's nodes, rank count = spec ntasks, and for pingpong the MCA
     selection in spec.json is what the kernel saw requested.
     """
-    from hpclab.runs.parse import load_result
+    from hpclab.kernels.contract import load_result
 
     folder = Path(folder)
     problems = [f"{f} is missing" for f in REQUIRED if not (folder / f).is_file()]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from hpclab.core import paths
 from hpclab.site import profile as site_mod
 from hpclab.core.errors import HpclabError
+from hpclab.kernels import registry
 from hpclab.site.profile import Partition, Site
 from hpclab.spec.model import Spec, did_you_mean, time_seconds
 
@@ -42,8 +43,9 @@ class Facts:
 
 @functools.lru_cache(maxsize=8)
 def kernel_help(kernel: str) -> str | None:
-    """`build/bin/<kernel> --help` output (stdout + stderr), or None when the binary is missing."""
-    exe = paths.bin_dir() / kernel
+    """`build/bin/<binary> --help` output (stdout + stderr) of the kernel called `kernel` (its
+    binary from hpclab.kernels.registry), or None when the binary is missing."""
+    exe = paths.bin_dir() / registry.get(kernel).binary
     if not exe.is_file():
         return None
     try:
@@ -149,8 +151,9 @@ def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
 
     # the kernel binary and its flags ----------------------------------------------------------
     help_text = facts.kernel_help.get(spec.kernel)
+    exe = paths.bin_dir() / registry.get(spec.kernel).binary
     if spec.kernel in facts.kernel_help and help_text is None:
-        out.append((f"kernel binary {paths.bin_dir() / spec.kernel} does not exist",
+        out.append((f"kernel binary {exe} does not exist",
                     "build the kernels with `make -C src`"))
     elif help_text:
         for flag in [a for a in spec.args.to_argv() if a.startswith("--")]:
@@ -159,7 +162,7 @@ def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
                 known = sorted(set(re.findall(r"--[a-z][a-z0-9-]*", help_text)))
                 out.append((f"{spec.kernel} does not accept {name} (its --help lists {', '.join(known)})"
                             f"{did_you_mean(name, known)}",
-                            f"remove it, or run `{paths.bin_dir() / spec.kernel} --help`"))
+                            f"remove it, or run `{exe} --help`"))
     if spec.trace and not facts.trace_lib:
         out.append((f"trace: true needs {paths.lib_dir() / 'libmpitrace.so'}, which does not exist",
                     "build it with `make -C src`, or set trace: false"))

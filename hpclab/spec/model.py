@@ -22,14 +22,19 @@ import difflib
 import itertools
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hpclab.core.errors import HpclabError
+from hpclab.kernels import registry
+from hpclab.kernels.registry import KernelArgs
 
-KERNELS = ("stream", "pingpong", "poisson")
+# The kernel names and their argument models come from the registry (hpclab/kernels/<name>.py):
+# a new kernel module is a new valid `kernel:` here, with its own args model.
+KernelName = Literal[registry.names()]
+AnyKernelArgs = Annotated[Union[tuple(k.args for k in registry.kernels())], Field(discriminator="kernel")]
 
 
 def did_you_mean(word: str, choices) -> str:
@@ -44,85 +49,6 @@ def _bad_keyword(kind: str, word: str, valid) -> ValueError:
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
-
-
-# --- kernel arguments ---------------------------------------------------------------------------
-
-
-class KernelArgs(_Strict):
-    """Arguments common to every kernel. `extra_args` passes flags this model does not know yet
-    (a newer kernel) verbatim; they are checked against the kernel's --help before submission."""
-
-    extra_args: list[str] = Field(default_factory=list)
-
-    @field_validator("extra_args")
-    @classmethod
-    def _extra(cls, v):
-        for a in v:
-            if not a or "\n" in a or "\0" in a:
-                raise ValueError("extra_args entries must be non-empty single-line strings")
-        return v
-
-    def to_argv(self) -> list[str]:
-        """Command-line arguments, in field order: --field-name value; a True bool is a bare flag."""
-        argv: list[str] = []
-        for name in type(self).model_fields:
-            if name in ("extra_args", "kernel"):
-                continue
-            value = getattr(self, name)
-            flag = "--" + name.replace("_", "-")
-            if value is None or value is False:
-                continue
-            argv += [flag] if value is True else [flag, str(value)]
-        return argv + list(self.extra_args)
-
-
-class StreamArgs(KernelArgs):
-    """stream: size = elements per array per rank (well above the last-level cache);
-    reps = timed repetitions. Threads come from omp.num_threads."""
-
-    kernel: Literal["stream"] = "stream"
-    size: int | None = Field(None, ge=1)
-    reps: int | None = Field(None, ge=1)
-
-
-class PingpongArgs(KernelArgs):
-    """pingpong: max_bytes = largest message (bytes); reps = round trips per size; warmup =
-    untimed round trips before each size; no_check skips payload verification; pairs makes every rank pair exchange at once."""
-
-    kernel: Literal["pingpong"] = "pingpong"
-    max_bytes: int | None = Field(None, ge=0)
-    reps: int | None = Field(None, ge=1)
-    warmup: int | None = Field(None, ge=0)
-    no_check: bool = False
-    pairs: bool = False
-
-
-class PoissonArgs(KernelArgs):
-    """poisson: n = global grid points per side; grid = process grid "PxQ" (P*Q = ntasks);
-    exchange = halo exchange style (blocking: Send/Recv ordered by parity; sendrecv; nonblocking:
-    Isend/Irecv/Waitall; naive: every rank sends up first, the 2014 code's chain); iters = sweeps;
-    tol = stop when the residual falls below tol x the initial one; shape = "NXxNY" solves on a
-    rectangle instead of the n x n square (one rank timing a decomposition's subdomain shape)."""
-
-    kernel: Literal["poisson"] = "poisson"
-    n: int | None = Field(None, ge=2)
-    shape: str | None = Field(None, pattern=r"^[1-9][0-9]*x[1-9][0-9]*$")
-    grid: str | None = Field(None, pattern=r"^[1-9][0-9]*x[1-9][0-9]*$")
-    exchange: Literal["blocking", "sendrecv", "nonblocking", "naive"] | None = None
-    iters: int | None = Field(None, ge=1)
-    tol: float | None = Field(None, gt=0)
-    fuse: bool = False  # residuum inside the black sweep: one memory pass less, identical results
-
-    @model_validator(mode="after")
-    def _n_or_shape(self):
-        if self.n is not None and self.shape is not None:
-            raise ValueError(f"give either n (a square, got {self.n}) or shape (a rectangle, got {self.shape!r}), not both")
-        return self
-
-
-ARGS_MODELS: dict[str, type[KernelArgs]] = {"stream": StreamArgs, "pingpong": PingpongArgs,
-                                            "poisson": PoissonArgs}
 
 
 # --- binding ------------------------------------------------------------------------------------
@@ -382,8 +308,8 @@ class Spec(_Strict):
     partition/site (None: the site's default); launcher (None: the site's default);
     experiment (runs/<experiment>/, default: the kernel name); label (free text)."""
 
-    kernel: Literal["stream", "pingpong", "poisson"]
-    args: Annotated[StreamArgs | PingpongArgs | PoissonArgs, Field(discriminator="kernel")] | None = None
+    kernel: KernelName
+    args: AnyKernelArgs | None = None
     experiment: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     label: str | None = Field(None, max_length=200)
     nodes: int = Field(1, ge=1, le=10000)
@@ -420,9 +346,9 @@ class Spec(_Strict):
     def _kernel_args(cls, data: Any):
         # Pick the argument model from the kernel name, so an unknown argument is reported
         # against the right kernel ("stream has no argument 'grid'").
-        if isinstance(data, dict) and isinstance(data.get("kernel"), str) and data["kernel"] in ARGS_MODELS:
+        if isinstance(data, dict) and isinstance(data.get("kernel"), str) and data["kernel"] in registry.names():
             args = data.get("args")
-            model = ARGS_MODELS[data["kernel"]]
+            model = registry.get(data["kernel"]).args
             # the args models carry the kernel name as their discriminator ("kernel" in args)
             if args is None:
                 data = {**data, "args": {"kernel": data["kernel"]}}
@@ -490,14 +416,7 @@ class Spec(_Strict):
             raise ValueError("give mem (per node) or mem_per_cpu, not both (sbatch accepts only one)")
         if self.binding.hint and self.binding.cpu_bind:
             raise ValueError("srun --hint cannot be combined with --cpu-bind (Slurm rejects it); pick one")
-        if self.kernel == "pingpong" and self.ntasks < 2:
-            raise ValueError(f"pingpong needs at least ntasks=2 (one pair), got ntasks={self.ntasks}")
-        if isinstance(self.args, PingpongArgs) and self.args.pairs and self.ntasks % 2:
-            raise ValueError(f"pingpong with pairs needs an even ntasks, got {self.ntasks}")
-        if isinstance(self.args, PoissonArgs) and self.args.grid:
-            p, q = (int(x) for x in self.args.grid.split("x"))
-            if p * q != self.ntasks:
-                raise ValueError(f"poisson grid {self.args.grid} has {p * q} ranks but ntasks={self.ntasks}")
+        registry.get(self.kernel).check(self)  # the kernel's own rules (pingpong: a pair of ranks)
         return self
 
     # convenience ----------------------------------------------------------------------------
@@ -541,8 +460,8 @@ def _fields_at(loc: tuple) -> list[str]:
     i = 0
     while i < len(parts):
         part = parts[i]
-        if part == "args" and i + 1 < len(parts) and parts[i + 1] in ARGS_MODELS:
-            model, i = ARGS_MODELS[parts[i + 1]], i + 2
+        if part == "args" and i + 1 < len(parts) and parts[i + 1] in registry.names():
+            model, i = registry.get(parts[i + 1]).args, i + 2
             continue
         f = model.model_fields.get(part) if isinstance(part, str) else None
         if f is None:
@@ -552,7 +471,7 @@ def _fields_at(loc: tuple) -> list[str]:
         if model is None:
             return []
         i += 1
-    return [f for f in model.model_fields if not (f == "kernel" and model in ARGS_MODELS.values())]
+    return [f for f in model.model_fields if not (f == "kernel" and issubclass(model, KernelArgs))]
 
 
 def _got(value: Any, msg: str) -> str:
@@ -569,7 +488,7 @@ def explain(exc: ValidationError, source: str = "spec") -> HpclabError:
     lines, hints = [], []
     for err in exc.errors():
         loc = tuple(err.get("loc", ()))
-        shown = [p for i, p in enumerate(loc) if not (i and loc[i - 1] == "args" and p in ARGS_MODELS)]
+        shown = [p for i, p in enumerate(loc) if not (i and loc[i - 1] == "args" and p in registry.names())]
         path = ".".join(map(str, shown)) or "(top)"
         msg = err.get("msg", "invalid").removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hpclab.core import paths
-from hpclab.runs.parse.pingpong import parse_pingpong_text
+from hpclab.kernels.pingpong import parse_pingpong_text
 from hpclab.trace.load import load_dir
 from hpclab.trace.model import model_from_pingpong
 from hpclab.trace.split import rank_times, split

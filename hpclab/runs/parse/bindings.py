@@ -20,7 +20,7 @@ import re
 
 import pandas as pd
 
-from hpclab.runs.parse.source import fail, read_text
+from hpclab.kernels.contract import fail, read_text
 from hpclab.site.topology import mask_to_cpus
 
 COLUMNS = ["rank", "host", "cpus", "numbering", "source", "pid", "local_rank", "bind"]

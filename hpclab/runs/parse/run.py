@@ -16,12 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from hpclab.core.errors import HpclabError
+from hpclab.kernels import registry
+from hpclab.kernels.contract import doc_attrs, load_result, read_text, records
 from hpclab.runs.parse.bindings import parse_bindings
-from hpclab.runs.parse.pingpong import parse_pingpong_text, pingpong_table
-from hpclab.runs.parse.poisson import poisson_table
-from hpclab.runs.parse.report import KERNELS, doc_attrs, load_result, records
-from hpclab.runs.parse.source import read_text
-from hpclab.runs.parse.stream import stream_tables
+from hpclab.site import topology
 
 RESULT = "result.json"
 # Files other parts of hpclab may leave in a run folder, read for provenance only if present.
@@ -78,8 +76,6 @@ def run_topology(run_dir: str | Path, host: str | None = None):
     host: which node (default: the only one saved). Returns an hpclab.site.topology.Topology.
     Raises HpclabError when the folder has no (or no unique) topology file for that host.
     """
-    from hpclab.site import topology
-
     run_dir = Path(run_dir)
     files = sorted(run_dir.glob(TOPOLOGY_GLOB))
     if host is not None:
@@ -101,8 +97,6 @@ def run_bindings(run_dir: str | Path) -> pd.DataFrame:
     provenance/lstopo-<host>.xml, or this machine's when the run's host is this machine
     (otherwise they stay logical, numbering = "logical"). Returns the bindings table.
     """
-    from hpclab.site import topology
-
     run_dir = Path(run_dir)
     tables = [parse_bindings(read_text(run_dir / name), source=str(run_dir / name))
               for name in ("stderr", "stdout") if (run_dir / name).is_file()]
@@ -149,8 +143,9 @@ def _add_bindings(table: pd.DataFrame, bindings: pd.DataFrame) -> pd.DataFrame:
 def parse_run(run_dir: str | Path, kernel: str) -> pd.DataFrame:
     """The tidy results of one run folder.
 
-    run_dir: folder with result.json (kernel JSON report) and stdout/stderr; kernel: "pingpong",
-    "stream" or "poisson". Returns a DataFrame:
+    run_dir: folder with result.json (kernel JSON report) and stdout/stderr; kernel: a name from
+    hpclab.kernels.registry.names(). Returns that kernel's table (registry.get(kernel).table;
+    the columns are listed in hpclab/kernels/<kernel>.py):
     - pingpong: one row per message size (bytes, repetitions, t_usec, mbytes_per_sec, pml, btl,
       mtl, transport, transport_source);
     - stream: one row per (rank, function) (mb_s [MB/s], host, cpu, allowed, threads,
@@ -159,14 +154,14 @@ def parse_run(run_dir: str | Path, kernel: str) -> pd.DataFrame:
     each with run_id and, where a table has ranks, the launcher's binding per rank (bind_source,
     bound_cpus, bound_numbering). .attrs (plain values, so tables of several runs concatenate):
     provenance {run_id, host, date}, kernel, version, arguments, config, validation, placement
-    and bindings (lists of dicts; pd.DataFrame(...) gives tables), and for stream "kernels"
-    (aggregate rates as records), for poisson "summary".
-    Without result.json, pingpong falls back to its stdout text (attrs["from"] says which).
+    and bindings (lists of dicts; pd.DataFrame(...) gives tables), and the kernel's own extras
+    (stream: "kernels", aggregate rates as records; poisson: "summary").
+    Without result.json, a kernel with a text parser (pingpong) falls back to its stdout
+    (attrs["from"] says which).
     Raises HpclabError naming the file for a missing, truncated or malformed report.
     """
     run_dir = Path(run_dir)
-    if kernel not in KERNELS:
-        raise HpclabError(f"unknown kernel {kernel!r}", f"use one of {', '.join(KERNELS)}")
+    unit = registry.get(kernel)
     if not run_dir.is_dir():
         raise HpclabError(f"{run_dir} is not a run folder", "list runs with `ls runs/`")
     result = run_dir / RESULT
@@ -174,19 +169,13 @@ def parse_run(run_dir: str | Path, kernel: str) -> pd.DataFrame:
     if result.is_file():
         doc = load_result(result, kernel=kernel)
         src = str(result)
-        if kernel == "pingpong":
-            table = pingpong_table(doc, source=src)
-        elif kernel == "stream":
-            table, kernels = stream_tables(doc, source=src)
-            attrs["kernels"] = records(kernels)
-        else:
-            table = poisson_table(doc, source=src)
-            attrs["summary"] = table.attrs.get("summary", {})
+        table, extra = unit.table(doc, src)
+        attrs.update(extra)
         attrs.update(doc_attrs(doc, src))
         attrs["from"] = "result.json"
-    elif kernel == "pingpong" and (run_dir / "stdout").is_file():
+    elif unit.text is not None and (run_dir / "stdout").is_file():
         doc = None
-        table = parse_pingpong_text(read_text(run_dir / "stdout"), source=str(run_dir / "stdout"))
+        table = unit.text(read_text(run_dir / "stdout"), str(run_dir / "stdout"))
         attrs.update(table.attrs)
         attrs["from"] = "stdout"
     else:

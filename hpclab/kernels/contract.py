@@ -1,11 +1,14 @@
-"""The part of the kernel output contract every kernel shares (docs/kernel-contract.md).
+"""The output contract every kernel shares (docs/kernel-contract.md), and the parsers' helpers.
 
 Text (stdout): `arguments = ...`, a banner `hpclab <kernel> <version> - <description>`, an
 aligned `key = value` block with `host[r]` (and `thread[r.t]`) lines, one validation line, then
-the kernel's own tables (left in `Report.body` for the kernel parsers).
+the kernel's own tables (left in `Report.body` for the kernel modules' parsers).
 JSON (`--json FILE`): the same report with `contract: 1`; `load_result` checks the common part.
 Both give a placement table: one row per rank and per OpenMP thread, with the CPU it ran on and
 the CPUs it was allowed to run on.
+
+Every parser error is an HpclabError whose first words are `<file>:<line>:` (or `<file>:` with
+a JSON key path when no line applies), so a student can open the file at the right place.
 """
 
 from __future__ import annotations
@@ -18,10 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from hpclab.core.errors import HpclabError
-from hpclab.runs.parse.source import fail, read_text, typed
+from hpclab.kernels import registry
 from hpclab.site.topology import cpulist_to_cpus
 
-KERNELS = ("pingpong", "stream", "poisson")
 CONTRACT = 1
 PLACEMENT_COLUMNS = ["rank", "thread", "host", "cpu", "allowed"]
 
@@ -33,6 +35,42 @@ _HOST = re.compile(r"^(?P<host>\S+) cpu=(?P<cpu>-?\d+) allowed=(?P<allowed>[\d,\
 _THREAD = re.compile(r"^cpu=(?P<cpu>-?\d+) allowed=(?P<allowed>[\d,\-]*)$")
 # launcher lines that may be interleaved when stderr and stdout share a file
 _LAUNCHER = re.compile(r"^(cpu[-_]bind|mem[-_]bind|\[[^\]]+:\d+\] MCW rank )")
+
+
+def fail(source: str, line: int | None, what: str, hint: str = "") -> HpclabError:
+    """Build the HpclabError for a problem in `source` at 1-based `line` (None: whole file)."""
+    where = f"{source}:{line}" if line else str(source)
+    return HpclabError(f"{where}: {what}", hint)
+
+
+def read_text(path: str | Path) -> str:
+    """The text of a file (undecodable bytes replaced); HpclabError if it cannot be read."""
+    path = Path(path)
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError as exc:
+        raise HpclabError(f"{path}: no such file", "check the run folder; did the job finish?") from exc
+    except OSError as exc:
+        raise HpclabError(f"cannot read {path}: {exc.strerror}", "check the path and permissions") from exc
+
+
+def typed(text: str):
+    """A key = value text value as Python: int, float, True/False for yes/no, None for none."""
+    value = text.strip()
+    if value in ("yes", "true"):
+        return True
+    if value in ("no", "false"):
+        return False
+    if value == "none":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
 
 
 @dataclass
@@ -223,8 +261,9 @@ def parse_result_json(text: str, source: str = "result.json", kernel: str | None
         raise fail(source, None, f"contract {contract} is not supported (this hpclab reads "
                    f"contract {CONTRACT})", "rebuild the kernels and hpclab from the same commit")
     name = need(doc, "kernel", "str", "", source)
-    if name not in KERNELS:
-        raise fail(source, None, f"unknown kernel {name!r}", f"expected one of {', '.join(KERNELS)}")
+    if name not in registry.names():
+        raise fail(source, None, f"unknown kernel {name!r}",
+                   f"expected one of {', '.join(registry.names())}")
     if kernel and name != kernel:
         raise fail(source, None, f"this is a {name} report, not {kernel}",
                    f"parse it with kernel={name!r}")

@@ -1,4 +1,4 @@
-"""pingpong reports -> one row per message size, with the transport that carried the messages.
+"""pingpong: its arguments, and its reports -> one row per message size, with the transport.
 
 The text table follows Intel MPI Benchmarks' PingPong (`#bytes #repetitions t[usec]
 Mbytes/sec`, t = half the round trip), but MB here is 10^6 bytes. The transport-selection
@@ -8,10 +8,35 @@ results.transport): Open MPI's PML, the BTLs reaching the peer (ob1 only) and th
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import Literal
 
-from hpclab.runs.parse.report import Report, need, parse_report_text, report_attrs
-from hpclab.runs.parse.source import fail
+import pandas as pd
+from pydantic import Field
+
+from hpclab.kernels.contract import Report, fail, need, parse_report_text, report_attrs
+from hpclab.kernels.registry import Kernel, KernelArgs, register
+
+
+class PingpongArgs(KernelArgs):
+    """pingpong: max_bytes = largest message (bytes); reps = round trips per size; warmup =
+    untimed round trips before each size; no_check skips payload verification; pairs makes every rank pair exchange at once."""
+
+    kernel: Literal["pingpong"] = "pingpong"
+    max_bytes: int | None = Field(None, ge=0)
+    reps: int | None = Field(None, ge=1)
+    warmup: int | None = Field(None, ge=0)
+    no_check: bool = False
+    pairs: bool = False
+
+
+def check_spec(spec) -> None:
+    """A pingpong needs a pair of ranks, and with pairs=True every rank needs a partner.
+    spec: an hpclab.spec.model.Spec (reads ntasks, args). Raises ValueError."""
+    if spec.ntasks < 2:
+        raise ValueError(f"pingpong needs at least ntasks=2 (one pair), got ntasks={spec.ntasks}")
+    if isinstance(spec.args, PingpongArgs) and spec.args.pairs and spec.ntasks % 2:
+        raise ValueError(f"pingpong with pairs needs an even ntasks, got {spec.ntasks}")
+
 
 COLUMNS = ["bytes", "repetitions", "t_usec", "mbytes_per_sec", "pml", "btl", "mtl",
            "transport", "transport_source"]
@@ -123,3 +148,13 @@ def pingpong_table(doc: dict, source: str = "result.json") -> pd.DataFrame:
     if not rows:
         raise fail(source, None, "results.rows is empty", "re-run the kernel")
     return _frame(rows, transport)
+
+
+def run_table(doc: dict, source: str) -> tuple[pd.DataFrame, dict]:
+    """A checked JSON report as (table with COLUMNS, no extra attrs), for parse_run."""
+    return pingpong_table(doc, source=source), {}
+
+
+# Without result.json (runs of kernel builds before the JSON report), parse_run reads stdout.
+KERNEL = register(Kernel(name="pingpong", args=PingpongArgs, table=run_table,
+                         text=parse_pingpong_text, check=check_spec))
