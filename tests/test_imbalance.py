@@ -1,4 +1,5 @@
-"""Tests for hpclab.analysis.imbalance, the helpers of notebook 05: configurations, the split table and its
+"""Tests for hpclab.analysis.imbalance, with the lesson recipes of hpclab.course.lesson_imbalance and
+the figures of hpclab.plots.imbalance (notebooks 05 and 05b): configurations, the split table and its
 summary, iteration windows, the pingpong-fitted model, the seed-scale simulation, node ports and
 mappings of a measured trace. Exact answers where the inputs are built by hand; one cluster test
 runs a real traced Poisson job end to end."""
@@ -12,6 +13,8 @@ import pandas as pd
 import pytest
 
 from hpclab.analysis import imbalance as imb
+from hpclab.plots import imbalance as imb_plots
+from hpclab.course import lesson_imbalance as lesson
 from hpclab.core.errors import HpclabError
 from hpclab.trace.builder import TraceBuilder
 from hpclab.trace.mapping import blocked_mapping, internode_messages, linear_mapping
@@ -45,11 +48,11 @@ def solver_like(nranks: int, iterations: int, compute: list[int]):
 
 def test_configurations_compare_2d_and_1d_grids_oversubscribing_only_when_needed():
     """Are the 2D and both 1D grids traced, oversubscribed on a 2-CPU job and not on an 8-CPU one?"""
-    two = imb.configurations(2)
+    two = lesson.configurations(2)
     assert all(c.ntasks == 4 and c.oversubscribe for c in two)
     assert {c.grid for c in two} == {"2x2", "4x1", "1x4"}
     assert {c.exchange for c in two} == {"blocking", "nonblocking"}
-    four = imb.configurations(8)
+    four = lesson.configurations(8)
     assert all(c.ntasks == 4 and not c.oversubscribe for c in four)
     assert "2D 2x2 blocking" in [c.label for c in four]
     assert [c.label for c in four if c.grid == "4x1"] == ["1D 4x1 blocking"]
@@ -58,23 +61,23 @@ def test_configurations_compare_2d_and_1d_grids_oversubscribing_only_when_needed
 def test_one_cpu_is_refused_with_a_hint():
     """Does a cluster with a single CPU per job get a clear error instead of a useless run?"""
     with pytest.raises(HpclabError, match="needs 2"):
-        imb.configurations(1)
+        lesson.configurations(1)
 
 
 def test_specs_are_traced_and_labelled():
     """Do the specs trace the run, repeat it, and carry the configuration's label?"""
-    specs = imb.poisson_specs(imb.configurations(2), n=40, iters=3, repetitions=2, experiment="t05")
+    specs = lesson.poisson_specs(lesson.configurations(2), n=40, iters=3, repetitions=2, experiment="t05")
     assert all(s.trace and s.repetitions == 2 and s.kernel == "poisson" for s in specs)
-    assert [s.label for s in specs] == [c.label for c in imb.configurations(2)]
+    assert [s.label for s in specs] == [c.label for c in lesson.configurations(2)]
     assert specs[1].args.grid == "4x1" and specs[1].args.iters == 3
     assert all(s.oversubscribe for s in specs), "4 ranks on 2 CPUs are oversubscribed"
 
 
 def test_oversubscription_sentence():
     """Does the notebook say when ranks outnumber cores, and only then?"""
-    assert "oversubscribed" in imb.oversubscription(4, cores=2)
-    assert "2.0 ranks per core" in imb.oversubscription(4, cores=2)
-    assert "no oversubscription" in imb.oversubscription(2, cores=2)
+    assert "oversubscribed" in lesson.oversubscription(4, cores=2)
+    assert "2.0 ranks per core" in lesson.oversubscription(4, cores=2)
+    assert "no oversubscription" in lesson.oversubscription(2, cores=2)
 
 
 def test_iteration_window_spans_one_iteration():
@@ -240,11 +243,11 @@ def test_figures_draw_both_diagrams():
     """Does the side-by-side figure have our panel and the quoted one, with a bar per part and run?"""
     ours = pd.DataFrame({"compute": [1.0, 2.0], "transfer": [0.5, 0.1], "load imbalance": [0.1, 0.0],
                          "dependency": [0.0, 0.2]}, index=["a", "b"])
-    fig = imb.side_by_side_figure(ours, "ours", "ms")
+    fig = imb_plots.side_by_side_figure(ours, "ours", "ms")
     left, right = fig.axes[:2]
     assert len(left.patches) == 4 * 2 and len(right.patches) == 4 * 3
     assert "Quoted" in right.get_title(loc="left")
-    one = imb.diagram_figure(ours, "ours", "ms")
+    one = imb_plots.diagram_figure(ours, "ours", "ms")
     assert len(one.axes[0].patches) == 8
 
 
@@ -262,8 +265,8 @@ def test_traced_poisson_run_end_to_end(cluster, tmp_path, monkeypatch):
     if not (paths.bin_dir() / "poisson").is_file() or not (paths.lib_dir() / "libmpitrace.so").is_file():
         pytest.skip("build/bin/poisson or build/lib/libmpitrace.so not built (make -C src)")
     monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path / "runs"))
-    cfg = imb.configurations(2)[0]
-    runs = experiment.run(imb.poisson_specs([cfg], n=60, iters=5, repetitions=1, experiment="t05"),
+    cfg = lesson.configurations(2)[0]
+    runs = experiment.run(lesson.poisson_specs([cfg], n=60, iters=5, repetitions=1, experiment="t05"),
                           progress=False, timeout=300)
     [a] = imb.analyse(runs, eager=ompi.eager_limit())
     s = a.split
@@ -367,11 +370,11 @@ def test_rendezvous_n_puts_every_halo_message_above_the_eager_limit():
 
 def test_dependency_configurations_compare_naive_with_nonblocking():
     """Are the naive and non-blocking exchange traced on the same grid, oversubscribed on 2 CPUs?"""
-    two = imb.dependency_configurations(2)
+    two = lesson.dependency_configurations(2)
     assert [(c.grid, c.exchange, c.oversubscribe) for c in two] == [("4x1", "naive", True), ("4x1", "nonblocking", True)]
-    assert not any(c.oversubscribe for c in imb.dependency_configurations(4))
-    assert [c.label for c in imb.dependency_configurations(8, "2x2")] == ["2D 2x2 naive", "2D 2x2 nonblocking"]
-    specs = imb.poisson_specs(two, n=1024, iters=3, repetitions=1)
+    assert not any(c.oversubscribe for c in lesson.dependency_configurations(4))
+    assert [c.label for c in lesson.dependency_configurations(8, "2x2")] == ["2D 2x2 naive", "2D 2x2 nonblocking"]
+    specs = lesson.poisson_specs(two, n=1024, iters=3, repetitions=1)
     assert [s.args.exchange for s in specs] == ["naive", "nonblocking"]
 
 
@@ -430,12 +433,12 @@ def test_subdomain_specs_run_each_distinct_shape_once_on_one_rank():
     """Is there one single-rank spec per distinct local shape (cases sharing a shape share runs),
     solving that rectangle with --shape?"""
     shapes = imb.subdomain_shapes(scale=1.0)  # the seed's five cases: three distinct shapes
-    specs = imb.subdomain_specs(shapes, repetitions=2)
+    specs = lesson.subdomain_specs(shapes, repetitions=2)
     assert len(specs) == 3 and all(s.ntasks == 1 and s.repetitions == 2 for s in specs)
     assert sorted(s.args.shape for s in specs) == ["150x225", "3600x9", "9x3600"]
     assert all(s.args.n is None and s.args.grid == "1x1" for s in specs)
     strip = next(s for s in specs if s.args.shape == "3600x9")
-    assert strip.args.iters == round(imb.UPDATES_PER_RUN / (3600 * 9))
+    assert strip.args.iters == round(lesson.UPDATES_PER_RUN / (3600 * 9))
     assert strip.args.to_argv()[:2] == ["--shape", "3600x9"]
     from hpclab.spec import model as spec
     with pytest.raises(HpclabError, match="not both"):
@@ -485,7 +488,7 @@ def test_subdomain_figure_has_one_bar_per_distinct_shape():
     table = hand_table({"tile": [1.0, 2.0], "tile again": [1.0, 2.0], "strip": [3.0, 4.0]})
     for c, shape in (("tile", 8), ("tile again", 8), ("strip", 2)):
         table.loc[table["case"] == c, ["grid", "seed_x", "seed_y", "local_x", "local_y"]] = ["g", 8, shape, 8, shape]
-    fig = imb.subdomain_figure(table)
+    fig = imb_plots.subdomain_figure(table)
     assert len(fig.axes[0].patches) == 2
 
 
@@ -498,7 +501,7 @@ def test_measure_subdomains_on_real_slurm(cluster, tmp_path, monkeypatch):
     if not (paths.bin_dir() / "poisson").is_file():
         pytest.skip("build/bin/poisson not built (make -C src)")
     monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path / "runs"))
-    tab = imb.measure_subdomains(TWO_CASES, n=32, scale=1.0, iters=20, repetitions=1, progress=False,
+    tab = lesson.measure_subdomains(TWO_CASES, n=32, scale=1.0, iters=20, repetitions=1, progress=False,
                                  timeout=300, experiment="t05-subdomains")
     assert list(tab["case"]) == ["tile", "strip"]
     assert tuple(tab.iloc[1][["local_x", "local_y"]]) == (32, 2)

@@ -6,12 +6,13 @@ import pandas as pd
 import pytest
 
 from hpclab.analysis import placement
+from hpclab.course import lesson_placement
 
 
 def test_every_case_is_a_valid_stream_spec():
     """Are all binding and pitfall cases accepted by the spec model, with their labels?"""
-    cases = placement.BINDING_CASES + placement.PITFALL_CASES
-    specs = placement.specs(cases, size=1000, repetitions=1)
+    cases = lesson_placement.BINDING_CASES + lesson_placement.PITFALL_CASES
+    specs = lesson_placement.specs(cases, size=1000, repetitions=1)
     assert [s.label for s in specs] == [c.label for c in cases]
 
 
@@ -33,9 +34,9 @@ def test_ranks_sharing_a_core_lose_bandwidth(cluster):
     """Does the hybrid pitfall (both ranks' threads bound to one core) lose whole-job bandwidth against disjoint cores?"""
     from hpclab.jobs import experiment
 
-    cases = [c for c in placement.PITFALL_CASES if c.label.startswith(("pitfall", "fix 1"))]
-    cases.append(placement.YIELD_CASES[0])
-    runs = experiment.run(placement.specs(cases, size=100_000, reps=20, repetitions=3, experiment="test-placement"),
+    cases = [c for c in lesson_placement.PITFALL_CASES if c.label.startswith(("pitfall", "fix 1"))]
+    cases.append(lesson_placement.YIELD_CASES[0])
+    runs = experiment.run(lesson_placement.specs(cases, size=100_000, reps=20, repetitions=3, experiment="test-placement"),
                           progress=False)
     rates = placement.job_rates(runs)
     s = placement.summary(rates)
@@ -54,9 +55,9 @@ def test_numa_cases_need_two_numa_nodes():
 
     two = topology.synthetic("pack:2 numa:1 core:2 pu:1")
     one = topology.synthetic("pack:1 numa:1 core:2 pu:1")
-    cases = placement.numa_cases(two)
+    cases = lesson_placement.numa_cases(two)
     assert [c.fields["numactl"]["membind"] for c in cases] == ["0", "1"]
-    assert placement.numa_cases(one) == []
+    assert lesson_placement.numa_cases(one) == []
 
 
 def _recorded(name: str) -> dict:
@@ -122,8 +123,8 @@ def test_pitfall_split_adds_up():
 def test_pitfall_fidelity_row_is_computed_from_the_medians():
     """Does the hybrid-pitfall fidelity row carry the measured split and name both factors?"""
     s = pd.DataFrame({"job_mb_s_median": {
-        placement.PITFALL_CASES[0].label: 2.0, placement.PITFALL_CASES[1].label: 200.0,
-        placement.YIELD_CASES[0].label: 90.0, placement.YIELD_CASES[1].label: 180.0}})
+        lesson_placement.PITFALL_CASES[0].label: 2.0, lesson_placement.PITFALL_CASES[1].label: 200.0,
+        lesson_placement.YIELD_CASES[0].label: 90.0, lesson_placement.YIELD_CASES[1].label: 180.0}})
     row = placement.pitfall_fidelity(s)
     assert row["reproduced"] == "yes" and row["lost"] == pytest.approx(0.99)
     assert row["lost_sharing"] == pytest.approx(0.5) and row["polling_factor"] == pytest.approx(45.0)

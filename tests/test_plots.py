@@ -5,13 +5,15 @@ Figures are checked for what holds on any machine: they render, have labelled ax
 provenance footnote and refuse tables they cannot draw.
 """
 
+import ast
+import re
 from pathlib import Path
 
 import matplotlib
 import pandas as pd
 import pytest
 
-from hpclab.plots import figures as plots, machine
+from hpclab.plots import figures as plots, machine, style
 from hpclab.core.errors import HpclabError
 from hpclab.runs.parse import parse_run, run_topology
 from hpclab.site.topology import read_xml
@@ -179,3 +181,66 @@ def test_run_bindings_figure_has_one_panel_per_view(tmp_path):
     saved(fig, tmp_path, "run_bindings")
     assert len(fig.axes) == 3
     assert "binding reported by mpirun" in fig.axes[0].get_title(loc="left")
+
+
+# --- one palette, and figures only in the plots floor ---------------------------------------------
+
+PACKAGE = Path(__file__).resolve().parents[1] / "hpclab"
+HEX = re.compile(r"#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})")
+# analysis/hotspots.py is being split (tools/profilers + analysis/roofline + a plots module): its
+# figure still carries its own two colours until then.
+NOT_YET = {"analysis/hotspots.py"}
+
+
+def _modules(*floors):
+    for floor in floors:
+        for path in sorted((PACKAGE / floor).rglob("*.py")):
+            rel = path.relative_to(PACKAGE).as_posix()
+            if rel not in NOT_YET:
+                yield rel, ast.parse(path.read_text())
+
+
+def test_figure_colours_come_from_the_one_palette():
+    """Does every figure module take its colours from hpclab.plots.style: no colour literal (hex
+    string) and no colour map named outside it, in the plots, analysis and trace floors?"""
+    offenders = []
+    for rel, tree in _modules("plots", "analysis", "trace"):
+        if rel == "plots/style.py":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and HEX.fullmatch(node.value):
+                offenders.append(f"{rel}:{node.lineno} colour {node.value}")
+            if isinstance(node, ast.keyword) and node.arg == "cmap" and isinstance(node.value, ast.Constant):
+                offenders.append(f"{rel}:{node.value.lineno} colour map {node.value.value!r}")
+            if isinstance(node, ast.Attribute) and node.attr == "colormaps":
+                offenders.append(f"{rel}:{node.lineno} matplotlib.colormaps")
+    assert not offenders, "colours outside hpclab/plots/style.py:\n" + "\n".join(offenders)
+
+
+def test_analysis_and_trace_draw_and_print_nothing():
+    """Do the analysis and trace floors stay pure: no matplotlib, no print (figures live in
+    hpclab.plots, progress messages in hpclab.course)?"""
+    offenders = []
+    for rel, tree in _modules("analysis", "trace"):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                names = []
+            offenders += [f"{rel}:{node.lineno} imports {n}" for n in names if n.split(".")[0] == "matplotlib"]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                offenders.append(f"{rel}:{node.lineno} print()")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_palette_keeps_each_part_and_call_apart():
+    """Does every part of a run's time get a colour of its own, and do the kernels' MPI calls
+    and the first ranks get distinct, stable colours?"""
+    assert len(set(style.PART_COLORS.values())) == len(style.PART_COLORS) == 5
+    calls = ["MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Sendrecv", "MPI_Waitall",
+             "MPI_Allreduce", "MPI_Barrier"]
+    assert len({style.call_color(c) for c in calls}) == len(calls)
+    assert style.call_color("MPI_Whatever") == style.call_color("MPI_Whatever")
+    assert plots.rank_color(0) == style.rank_color(0) == style.TAB20[0]

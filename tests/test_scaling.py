@@ -6,14 +6,15 @@ import pandas as pd
 import pytest
 
 from hpclab.analysis import scaling
+from hpclab.course import lesson_scaling
 from hpclab.core.errors import HpclabError
 
 
 def test_configs_fit_the_cores_and_include_both_1d_grids():
     """Are only rank counts up to the core count used, with both 1D grids and a 2D grid from 4 ranks on?"""
-    two = scaling.configs_for(2)
+    two = lesson_scaling.configs_for(2)
     assert [c["grid"] for c in two] == ["1x1", "2x1", "1x2"]
-    eight = scaling.configs_for(8)
+    eight = lesson_scaling.configs_for(8)
     assert max(c["ntasks"] for c in eight) == 8
     assert {"2x2", "4x2"} <= {c["grid"] for c in eight if c["family"] == "2D"}
 
@@ -40,9 +41,9 @@ def test_roofline_from_triad_bandwidth():
 def test_efficiency_by_family_is_empty_on_one_core():
     """Does a one-core partition give an empty efficiency table instead of an error?"""
     rows = pd.DataFrame([{"ranks": 1, "grid": "1x1", "seconds": 1.0, "comp_mean": 1.0}])
-    assert scaling.efficiency_by_family(rows, scaling.configs_for(1)).empty
+    assert scaling.efficiency_by_family(rows, lesson_scaling.configs_for(1)).empty
     two = pd.concat([rows, pd.DataFrame([{"ranks": 2, "grid": "2x1", "seconds": 0.6, "comp_mean": 0.5}])])
-    e = scaling.efficiency_by_family(two, scaling.configs_for(2))
+    e = scaling.efficiency_by_family(two, lesson_scaling.configs_for(2))
     assert list(e["family"].unique()) == ["1D Px1"]
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from hpclab.analysis import transports
+from hpclab.course import lesson_transports
 
 
 def _runs(label, latency_us, bw_mb_s, run_ids):
@@ -49,6 +50,6 @@ def test_bucket_free_size_leaves_the_bucket_below_an_eighth():
 
 def test_every_named_selection_is_a_valid_spec():
     """Are all the course's named selections accepted by the spec model (names and MCA syntax)?"""
-    specs = transports.specs(list(transports.SELECTIONS), repetitions=2)
-    assert [s.label for s in specs] == list(transports.SELECTIONS)
+    specs = lesson_transports.specs(list(lesson_transports.SELECTIONS), repetitions=2)
+    assert [s.label for s in specs] == list(lesson_transports.SELECTIONS)
     assert all(s.kernel == "pingpong" and s.repetitions == 2 for s in specs)

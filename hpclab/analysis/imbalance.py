@@ -1,125 +1,70 @@
-"""Course helpers for notebook 05 (imbalance): traced Poisson runs, their four-way split, and the
-same analysis simulated at the 2014 talk's 384-rank scale.
+"""The imbalance analysis of traced Poisson runs (notebooks 05 and 05b): their split, and the same
+analysis simulated at the 2014 talk's 384-rank scale.
 
-The analysis itself lives in hpclab.trace (replay, split, wait states, matrices, mappings);
-this module only strings it together for the notebook:
+The trace machinery lives in hpclab.trace (replay, split, wait states, matrices, mappings); this
+module strings it together over runs and tables, and prints, draws and submits nothing (the
+lesson's specs and experiments are in hpclab.course.lesson_imbalance, its figures in
+hpclab.plots.imbalance):
 
-- `configurations(slots)`: which process grids and exchange styles fit on this cluster;
-- `poisson_specs(...)`, `analyse(runs)`: traced runs -> one row per run with the split (seconds);
-- `summary(table)`: min / median / max of each component over repetitions;
-- `pingpong_model(...)`: an intra/inter-node Hockney model fitted to a pingpong run of this
-  machine (intra) and, for the inter-node link, to the quoted 2019 InfiniBand pingpong;
+- `halo_bytes`, `rendezvous_n`: the halo messages of a grid, and the n that puts them above the
+  eager limit;
+- `analyse(runs)`, `split_table`, `summary`: traced runs -> one row per run with the split
+  (seconds) -> min / median / max of each component over repetitions;
+- `pingpong_model(...)`, `link_rows`, `model_table`: an intra/inter-node Hockney model fitted to
+  a pingpong run of this machine (intra) and, for the inter-node link, to the quoted 2019
+  InfiniBand pingpong;
 - `seed_scale(...)`: the 384-rank, 16-node Poisson case generated from rates measured here,
   replayed under that model, split the same way (a simulation, labelled as such);
-- `side_by_side_figure(...)`: our diagram next to the quoted 2014 one;
-- `measure_mapping(...)`: the linear against a blocked rank-to-node mapping, traced on virtual
-  nodes, with the inter-node messages predicted and counted (`mapping_counts`);
-- `dependency_configurations(...)`, `rendezvous_n(...)`, `dependency_table(...)`: the naive
-  exchange (the 2014 code's order) against the non-blocking one, with halo messages above the
-  eager limit, and T_depend of each relative to non-blocking;
-- `measure_subdomains(...)`: single-rank runs of each simulated case's subdomain shape (the
-  seed's local grids, scaled to this machine's cache), whose per-case rates
-  (`subdomain_rates`) give `seed_scale` its compute bursts.
+- `dependency_table(...)`: the naive exchange (the 2014 code's order) against the non-blocking
+  one, T_depend of each relative to non-blocking;
+- `subdomain_shapes`, `subdomain_table`, `subdomain_rates`: each simulated case's subdomain shape
+  (the seed's local grids, scaled to this machine's cache) and the compute rates its single-rank
+  runs give `seed_scale`;
+- `mapping_layouts`, `mapping_counts`: the linear against a blocked rank-to-node mapping, with
+  the inter-node messages predicted and counted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import os
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from hpclab.core.errors import HpclabError
-from hpclab.site import ompi
+from hpclab.core import seedfacts
+from hpclab.trace import mapping, split as tsplit
+from hpclab.trace.load import load_run
+from hpclab.trace.mapping import blocked_mapping, hosts_of, internode_from_trace, linear_mapping
+from hpclab.trace.matrix import aggregate, message_matrix
+from hpclab.trace.model import IDEAL, NO_LIMIT, NetworkModel, model_from_pingpong
+from hpclab.trace.poisson import PHASES, SEED_SCALE, poisson_trace, rates_from_poisson, split_sizes
+from hpclab.trace.profile import regions
+from hpclab.trace.replay import replay
+from hpclab.trace.split import run_time, split
 
-EXPERIMENT = "05-imbalance"
-# What one bar of the imbalance diagram holds, in stacking order (attributes of trace.split.Split).
 # The five parts of hpclab.trace.split in stacking order. "rest" is the time the network model
 # does not explain: on an oversubscribed run, mostly ranks waiting for a core. A split without a
 # model (or a quoted diagram) has no rest.
 PARTS = (("T_comp", "compute"), ("T_transfer", "transfer"), ("T_load", "load imbalance"),
          ("T_depend", "dependency"), ("T_rest", "rest: not running or not modelled"))
+
 REST = PARTS[-1][1]
-COLORS = {"compute": "#4c72b0", "transfer": "#dd8452", "load imbalance": "#c44e52",
-          "dependency": "#8172b3", "interconnect": "#dd8452", REST: "#9a9a9a"}
+
 # What each part calls for, for the quiz whose answer is the learner's own largest part.
 ADVICE = {"transfer": "a faster network or a placement that keeps messages inside a node",
           "load imbalance": "rebalancing the domain decomposition",
           "dependency": "reordering the sends and receives (non-blocking or ordered exchange)",
           REST: "giving every rank a core of its own (fewer ranks, or more cores)"}
+
 # Halo messages of the solver are at most a few 10 kB: fit the pingpong over that range only, so
 # the latency is not swamped by megabyte messages that the solver never sends.
 FIT_MAX_BYTES = 65536
-
-
-@dataclass(frozen=True)
-class Config:
-    """One traced Poisson configuration: process grid 'PxQ' and halo exchange style."""
-
-    grid: str
-    exchange: str
-    oversubscribe: bool = False  # more ranks than the job's CPUs: Slurm overcommits (see spec)
-
-    @property
-    def ntasks(self) -> int:
-        p, q = (int(x) for x in self.grid.split("x"))
-        return p * q
-
-    @property
-    def label(self) -> str:
-        p, q = (int(x) for x in self.grid.split("x"))
-        dim = "2D" if p > 1 and q > 1 else "1D"
-        return f"{dim} {self.grid} {self.exchange}"
-
-
-def site_layout(site=None) -> tuple[int, int]:
-    """(nodes, CPUs per node) of the site's default partition, as Slurm schedules them."""
-    from hpclab.site import profile as site_mod
-    st = site or site_mod.load_site()
-    part = st.partition()
-    if not part.nodes or not part.cores_per_node:
-        raise HpclabError(f"site {st.name!r} does not say how many nodes and cores partition {part.name!r} has",
-                          "add nodes and cores_per_node to the site profile, or set discover_cores: true")
-    return part.nodes, part.cores_per_node
-
-
-def cluster_slots(site=None) -> int:
-    """CPUs Slurm can give one job on the site's default partition (nodes x cores per node)."""
-    nodes, cores = site_layout(site)
-    return nodes * cores
-
-
-def physical_cores() -> int:
-    """Cores this process may run on (the machine the local cluster shares)."""
-    return len(os.sched_getaffinity(0))
-
-
-def configurations(slots: int) -> list[Config]:
-    """The grids to trace: 2D 2x2 against the 1D grids 4x1 and 1x4 (blocking), plus 2x2
-    non-blocking. With fewer than 4 CPUs per job (a 2-core laptop) the same four runs are
-    oversubscribed, 4 ranks on `slots` CPUs, and the notebook says what that does to the numbers.
-    Raises HpclabError below 2 CPUs."""
-    if slots < 2:
-        raise HpclabError(f"the cluster offers {slots} CPU(s) per job; tracing a halo exchange needs 2",
-                          "start the cluster on a machine with at least 2 cores")
-    over = slots < 4
-    return [Config("2x2", "blocking", over), Config("4x1", "blocking", over), Config("1x4", "blocking", over),
-            Config("2x2", "nonblocking", over)]
-
-
-def dependency_configurations(slots: int, grid: str = "4x1") -> list[Config]:
-    """The seed's non-blocking lesson: the naive exchange (every rank sends up first, the 2014
-    code's order) against the non-blocking one, on `grid` (default the 4-rank chain 4x1, where the
-    naive order makes each rank wait for the whole chain). Oversubscribed when the job has fewer
-    CPUs than ranks. Use with rendezvous_n, so the halo messages are above the eager limit."""
-    if slots < 2:
-        raise HpclabError(f"the cluster offers {slots} CPU(s) per job; tracing a halo exchange needs 2",
-                          "start the cluster on a machine with at least 2 cores")
-    over = slots < Config(grid, "naive").ntasks
-    return [Config(grid, "naive", over), Config(grid, "nonblocking", over)]
 
 
 def halo_bytes(grid: str, n: int) -> int:
@@ -165,8 +110,6 @@ def dependency_table(analysed: list[Analysed], iterations: int | None = None, mo
     columns `T_chain` (replay on the model minus the ideal replay: what messages cost, same
     unit as the other times) and `chain_vs_nonblocking` (over the non-blocking runs' median)
     show that cost."""
-    from hpclab.trace.replay import replay
-    from hpclab.trace.split import run_time
     tab = split_table(analysed, iterations)
     tab.insert(1, "exchange", [str(lbl).split()[-1] for lbl in tab["label"]])
 
@@ -181,35 +124,6 @@ def dependency_table(analysed: list[Analysed], iterations: int | None = None, mo
         tab["T_chain"] = [(run_time(replay(a.trace, model)) - run_time(a.ideal)) * scale for a in analysed]
         tab["chain_vs_nonblocking"] = vs_nonblocking("T_chain")
     return tab
-
-
-def poisson_specs(configs: list[Config], *, n: int, iters: int, repetitions: int,
-                  cores_per_node: int | None = None, experiment: str = EXPERIMENT) -> list:
-    """Traced Poisson specs, one per configuration (each repeated `repetitions` times as jobs).
-    n: grid points per side; iters: solver iterations; cores_per_node (if given): ask for as
-    many nodes as the ranks need. Labels are the configurations' labels."""
-    from hpclab.spec import model as spec
-    out = []
-    for c in configs:
-        # An oversubscribed run fits no node count by definition: keep it on one node.
-        nodes = max(1, math.ceil(c.ntasks / cores_per_node)) if cores_per_node and not c.oversubscribe else 1
-        out.append(spec.make_spec(kernel="poisson", ntasks=c.ntasks, nodes=nodes, label=c.label, trace=True,
-                                  oversubscribe=c.oversubscribe,
-                                  args={"n": n, "grid": c.grid, "exchange": c.exchange, "iters": iters},
-                                  repetitions=repetitions, experiment=experiment))
-    return out
-
-
-def pingpong_specs(nodes: int, cores_per_node: int, max_bytes: int = FIT_MAX_BYTES,
-                   experiment: str = EXPERIMENT) -> dict:
-    """Pingpong specs for the model's two links: 'intra' (2 ranks on one node, if a node has 2
-    CPUs) and 'inter' (one rank on each of 2 nodes, if there are 2 nodes); None where the
-    cluster cannot place them."""
-    from hpclab.spec import model as spec
-    base = dict(kernel="pingpong", ntasks=2, args={"max_bytes": max_bytes}, experiment=experiment)
-    return {"intra": spec.make_spec(**base, nodes=1, label="model fit: one node") if cores_per_node >= 2 else None,
-            "inter": spec.make_spec(**base, nodes=2, ntasks_per_node=1, label="model fit: two nodes")
-            if nodes >= 2 else None}
 
 
 @dataclass
@@ -230,7 +144,6 @@ def ideal_model(eager: int | None = None, inter_eager: int | None = None):
     above `eager` bytes (`inter_eager` between nodes, if given) still wait for their receive to
     be posted (rendezvous), as on any real network. With eager=None every message is eager
     (hpclab.trace.model.IDEAL)."""
-    from hpclab.trace.model import IDEAL, NetworkModel
     if eager is None:
         return IDEAL
     return NetworkModel(f"ideal (eager limit {eager} B)", IDEAL.intra, IDEAL.inter, int(eager),
@@ -242,9 +155,6 @@ def analyse(runs, eager: int | None = None, model=None) -> list[Analysed]:
     the eager limit `eager` in bytes, see ideal_model) and split it (hpclab.trace.split): five
     parts with `model` (the machine's fitted NetworkModel, pingpong_model), four without.
     runs: experiment.Run objects of traced Poisson specs."""
-    from hpclab.trace.load import load_run
-    from hpclab.trace.replay import replay
-    from hpclab.trace.split import split
     ideal_net = ideal_model(eager)
     out = []
     for r in runs:
@@ -300,7 +210,6 @@ def iteration_window(trace, k: int) -> tuple[int, int]:
     """(t0, t1) ns around solver iteration k (0-based) on all ranks: from the earliest start of
     the k-th 'red' sweep to the latest end of the residuum that closes it (the solver computes
     one residuum before its first iteration, so that is the (k+1)-th)."""
-    from hpclab.trace.profile import regions
     inst = regions(trace).instances
     if inst.empty or not {"red", "residuum"} <= set(inst["name"]):
         raise HpclabError("this trace has no 'red'/'residuum' regions",
@@ -316,13 +225,9 @@ def iteration_window(trace, k: int) -> tuple[int, int]:
     return int(a["t0"].min()), int(b["t1"].max())
 
 
-# --- the network model ---------------------------------------------------------------------------
-
-
 def quoted_inter_rows(network: str = "40G InfiniBand (Mellanox)", component: str = "pml/ucx") -> list[dict]:
     """Pingpong rows {bytes, t_usec} of one quoted 2019 network (hpclab.core.seedfacts.pingpong_2019):
     the inter-node link of the simulation, since one VM has no network to measure."""
-    from hpclab.core import seedfacts
     q = seedfacts.pingpong_2019()
     q = q[(q["network"] == network) & (q["component"] == component)]
     if q.empty:
@@ -338,7 +243,6 @@ def pingpong_model(rows: list[dict], *, inter_rows: list[dict] | None = None,
     ({'bytes', 't_usec'}) up to max_bytes, and whose inter-node link is fitted to inter_rows
     (default: the same as intra). eager: eager limit in bytes (default: no rendezvous);
     inter_eager: the limit between nodes when the transport there differs (default: eager)."""
-    from hpclab.trace.model import NO_LIMIT, model_from_pingpong
     use = [r for r in rows if r["bytes"] <= max_bytes]
     model = model_from_pingpong(use, inter_rows=inter_rows, eager_limit=NO_LIMIT if eager is None else eager,
                                 name=name)
@@ -347,7 +251,6 @@ def pingpong_model(rows: list[dict], *, inter_rows: list[dict] | None = None,
 
 def model_table(model) -> pd.DataFrame:
     """The model's links in people's units: latency (us), bandwidth (MB/s), eager limit (bytes)."""
-    from hpclab.trace.model import NO_LIMIT
     rows = []
     for which, link in (("intra-node", model.intra), ("inter-node", model.inter)):
         limit = model.eager_limit if which == "intra-node" else model.inter_eager
@@ -357,13 +260,9 @@ def model_table(model) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("link")
 
 
-# --- the seed's scale, simulated -------------------------------------------------------------------
-
-
 def measured_rates(analysed: list[Analysed]) -> dict[str, float]:
     """ns per grid point per iteration for each compute phase (red, black, copy, residuum):
     the median over the given runs of hpclab.trace.poisson.rates_from_poisson."""
-    from hpclab.trace.poisson import PHASES, rates_from_poisson
     if not analysed:
         raise HpclabError("no runs to take compute rates from", "run the traced Poisson experiment first")
     each = [rates_from_poisson(a.result["results"]) for a in analysed]
@@ -382,7 +281,6 @@ class Simulated:
     nodes: list
     iterations: int
 
-
 # The configurations of the talk's 384-rank study (seed 001), plus the two changes it proposes.
 SEED_CASES = (  # the 2014 code's exchange: every rank sends first, then receives ("naive")
     ("2D 24x16", 24, 16, "naive", "linear"),
@@ -397,7 +295,6 @@ def rates_per_case(rates: dict, cases=SEED_CASES) -> dict[str, dict[str, float]]
     """{case label: {phase: ns per point}} from either one set of rates for every case
     ({phase: ns}, e.g. measured_rates) or rates per case (subdomain_rates). Raises HpclabError
     naming the cases that have no rates."""
-    from hpclab.trace.poisson import PHASES
     if set(rates) == set(PHASES):
         return {c[0]: dict(rates) for c in cases}
     missing = [c[0] for c in cases if c[0] not in rates]
@@ -418,10 +315,6 @@ def seed_scale(rates: dict, model, *, iterations: int, cases=SEED_CASES, n: int 
     n and cores default to the talk's (3600 points per side, 24 cores per node);
     mapping 'linear' fills nodes in rank order, 'blocked' puts a tile of the grid on each node.
     Two exchanges per iteration, as this course's solver does (the talk's code did three)."""
-    from hpclab.trace.mapping import blocked_mapping, linear_mapping
-    from hpclab.trace.poisson import SEED_SCALE, poisson_trace
-    from hpclab.trace.replay import replay
-    from hpclab.trace.split import split
     n = n or SEED_SCALE["n"]
     k = cores or SEED_SCALE["cores"]
     per_case = rates_per_case(rates, cases)
@@ -436,22 +329,16 @@ def seed_scale(rates: dict, model, *, iterations: int, cases=SEED_CASES, n: int 
         out[label] = Simulated(label, tr, ideal, split(tr, ideal), nodes, iterations)
     return out
 
-
-# --- compute rates of each decomposition's subdomain, measured on one rank -----------------------
-
-SUBDOMAIN_EXPERIMENT = "05-subdomains"
 # seed 001's cluster: Xeon E5-2697 v2 (Ivy Bridge), 256 KiB of L2 per core.
 SEED_L2_BYTES = 256 * 1024
+
 # The kernel's two arrays per grid point (u and h^2 f, doubles): the working set of a sweep.
 BYTES_PER_POINT = 16
-# Lattice updates per single-rank run: about a second of compute (a few ns per point and sweep).
-UPDATES_PER_RUN = 2e8
 
 
 def l2_bytes(cpu: int = 0) -> int:
     """This machine's level-2 cache per core in bytes, from /sys/devices/system/cpu/cpuN/cache.
     Raises HpclabError when Linux does not report it."""
-    from pathlib import Path
     base = Path(f"/sys/devices/system/cpu/cpu{cpu}/cache")
     for idx in sorted(base.glob("index*")):
         try:
@@ -497,8 +384,6 @@ def subdomain_shapes(cases=SEED_CASES, *, n: int | None = None, scale: float | N
     Returns one row per case: case, grid ('PxQ'), seed_x, seed_y (the seed's local shape),
     ranks (how many of the case's ranks have it), local_x, local_y (the scaled shape one rank
     runs with --shape), points, working_set_bytes (with the halo), scale, keep."""
-    from collections import Counter
-    from hpclab.trace.poisson import SEED_SCALE, split_sizes
     n = n or SEED_SCALE["n"]
     scale = cache_scale() if scale is None else float(scale)
     if not scale > 0:
@@ -521,30 +406,11 @@ def subdomain_shapes(cases=SEED_CASES, *, n: int | None = None, scale: float | N
     return pd.DataFrame(rows)
 
 
-def subdomain_specs(shapes: pd.DataFrame, *, iters: int | None = None, repetitions: int = 3,
-                    experiment: str = SUBDOMAIN_EXPERIMENT) -> list:
-    """Single-rank Poisson specs, one per distinct local shape of subdomain_shapes (cases with
-    the same shape share it), each run `repetitions` times. iters: sweeps per run (default:
-    about UPDATES_PER_RUN lattice updates, i.e. a second or so of compute). Labels are
-    'subdomain LXxLY'."""
-    from hpclab.spec import model as spec
-    if shapes.empty:
-        raise HpclabError("no subdomain shapes to measure", "pass subdomain_shapes(...) of at least one case")
-    out = []
-    for (lx, ly), _ in shapes.groupby(["local_x", "local_y"], sort=False):
-        k = iters or max(10, round(UPDATES_PER_RUN / (lx * ly)))
-        out.append(spec.make_spec(kernel="poisson", ntasks=1, label=f"subdomain {lx}x{ly}",
-                                  args={"shape": f"{lx}x{ly}", "grid": "1x1", "iters": k},
-                                  repetitions=repetitions, experiment=experiment))
-    return out
-
-
 def subdomain_table(runs, shapes: pd.DataFrame) -> pd.DataFrame:
     """Tidy rows, one per (case, single-rank run): case, grid, seed_x, seed_y, local_x, local_y,
     points, run (the run id: provenance), repetition, iterations, the compute rate of each phase
     (red, black, copy, residuum: ns per grid point per iteration, hpclab.trace.poisson.
     rates_from_poisson) and their sum `ns_per_point`. runs: completed runs of subdomain_specs."""
-    from hpclab.trace.poisson import PHASES, rates_from_poisson
     by_shape: dict[tuple[int, int], list] = {}
     for r in runs:
         res = r.result()["results"]
@@ -558,36 +424,21 @@ def subdomain_table(runs, shapes: pd.DataFrame) -> pd.DataFrame:
         got = by_shape.get((int(c["local_x"]), int(c["local_y"])))
         if not got:
             raise HpclabError(f"no single-rank run of the {c['local_x']}x{c['local_y']} subdomain of {c['case']!r}",
-                              "run subdomain_specs(shapes) and pass their runs")
+                              "run lesson_imbalance.subdomain_specs(shapes) (hpclab.course) and pass their runs")
         base = {k: c[k] for k in ("case", "grid", "seed_x", "seed_y", "local_x", "local_y", "points")}
         rows += [{**base, **g} for g in got]
     return pd.DataFrame(rows)
 
 
-def measure_subdomains(cases=SEED_CASES, *, n: int | None = None, scale: float | None = None,
-                       keep: str = "row_length", iters: int | None = None, repetitions: int = 3, progress: bool = True,
-                       timeout: float = 900, experiment: str = SUBDOMAIN_EXPERIMENT) -> pd.DataFrame:
-    """Run each case's subdomain shape (subdomain_shapes(cases, n=, scale=, keep=): the seed's
-    local grid, scaled to this machine's cache) on one rank as real Slurm jobs of the poisson kernel (--shape) and return
-    subdomain_table: per case and run, the compute rate in ns per point of each phase, with the
-    run ids. This is what makes the 1x384 strip's short rows cost what they cost here."""
-    from hpclab.jobs import experiment as exp
-    shapes = subdomain_shapes(cases, n=n, scale=scale, keep=keep)
-    runs = exp.run(subdomain_specs(shapes, iters=iters, repetitions=repetitions, experiment=experiment),
-                   progress=progress, timeout=timeout)
-    return subdomain_table(runs, shapes)
-
-
 def subdomain_rates(table: pd.DataFrame) -> dict[str, dict[str, float]]:
     """{case: {phase: ns per point}}: the median over a subdomain_table's runs of each case, for
     seed_scale."""
-    from hpclab.trace.poisson import PHASES
     if table.empty:
-        raise HpclabError("the subdomain table is empty", "measure_subdomains() first")
+        raise HpclabError("the subdomain table is empty", "run hpclab.course.lesson_imbalance.measure_subdomains() first")
     missing = [ph for ph in PHASES if ph not in table.columns]
     if missing:
         raise HpclabError(f"the subdomain table lacks the phase column(s) {', '.join(missing)}",
-                          "pass the table measure_subdomains() or subdomain_table() returns")
+                          "pass the table lesson_imbalance.measure_subdomains() or subdomain_table() returns")
     med = table.groupby("case", sort=False)[list(PHASES)].median()
     return {case: {ph: float(row[ph]) for ph in PHASES} for case, row in med.iterrows()}
 
@@ -605,27 +456,9 @@ def subdomain_summary(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def subdomain_figure(table: pd.DataFrame, title: str = "Compute rate of each decomposition's subdomain, one rank"):
-    """Bars of the median ns per grid point and iteration (all phases) per distinct subdomain
-    of a subdomain_table, with the min-max range of its runs as an error bar; each bar is
-    labelled with its local shape and the seed's. Returns a matplotlib Figure."""
-    from matplotlib.figure import Figure
-    s = subdomain_summary(table).drop_duplicates(subset=["local_x", "local_y"])
-    fig = Figure(figsize=(2.4 + 1.6 * len(s), 4.0), layout="constrained")
-    ax = fig.add_subplot()
-    med = s["ns_per_point_median"].to_numpy(float)
-    err = np.vstack([med - s["ns_per_point_min"].to_numpy(float), s["ns_per_point_max"].to_numpy(float) - med])
-    labels = [f"{case}\n{r.local_x}x{r.local_y} (seed {r.seed_x}x{r.seed_y})" for case, r in s.iterrows()]
-    ax.bar(labels, med, yerr=err, capsize=4, color=COLORS["compute"], width=0.6)
-    ax.set_ylabel("ns per grid point and iteration (median, min-max)")
-    ax.set_title(title, loc="left", fontsize="medium")
-    return fig
-
-
 def simulated_table(sims: dict[str, Simulated]) -> pd.DataFrame:
     """One row per simulated case: ms per iteration of each component, inter-node messages per
     iteration (counted in the trace) and the parallel efficiency."""
-    from hpclab.trace.mapping import internode_from_trace
     rows = []
     for label, s in sims.items():
         sp = s.split
@@ -652,7 +485,6 @@ def shares(parts: pd.DataFrame) -> pd.DataFrame:
 def quoted_parts() -> pd.DataFrame:
     """The talk's refined imbalance diagram (hpclab.core.seedfacts.imbalance_2014) with our column
     names: compute, transfer (the talk's 'interconnect'), load imbalance, dependency."""
-    from hpclab.core import seedfacts
     q = seedfacts.imbalance_2014().rename(columns={"interconnect": "transfer"})
     return q[[name for _, name in PARTS if name != REST]].astype(float)
 
@@ -664,74 +496,11 @@ def parts_of(splits: dict, scale: float = 1e-9) -> pd.DataFrame:
                          for label, s in splits.items()}).T
 
 
-def _stack(ax, parts: pd.DataFrame):
-    labels = [str(x) for x in parts.index]
-    pos = np.zeros(len(labels))
-    neg = np.zeros(len(labels))
-    for _, name in PARTS:
-        if name not in parts:  # a quoted diagram has no rest part
-            continue
-        v = parts[name].to_numpy(float)
-        base = np.where(v >= 0, pos, neg)
-        ax.bar(labels, v, bottom=base, color=COLORS[name], label=name, width=0.6)
-        pos += np.where(v >= 0, v, 0)
-        neg += np.where(v < 0, v, 0)
-    top = float(pos.max()) if len(pos) else 0.0
-    if top > 0:  # room above the tallest stack; autoscaling clips stacked bars here
-        ax.set_ylim(min(float(neg.min()) * 1.08, 0.0), top * 1.08)
-    ax.tick_params(axis="x", labelrotation=20)
-    for t in ax.get_xticklabels():
-        t.set_horizontalalignment("right")
-
-
-def diagram_figure(parts: pd.DataFrame, title: str, unit: str):
-    """One imbalance diagram: stacked bars of the four parts (rows = runs, columns as in
-    parts_of), in `unit`. Returns a matplotlib Figure."""
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(2.6 + 1.5 * len(parts), 4.4), layout="constrained")
-    ax = fig.add_subplot()
-    _stack(ax, parts)
-    ax.set_title(title, loc="left", fontsize="medium")
-    ax.set_ylabel(unit)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    return fig
-
-
-def side_by_side_figure(ours: pd.DataFrame, ours_title: str, ours_unit: str, quoted: pd.DataFrame | None = None):
-    """Imbalance diagrams as stacked bars: `ours` (rows = runs, columns = the four parts, in
-    `ours_unit`) on the left, the talk's quoted diagram (default: quoted_parts(), accumulated
-    seconds) on the right, labelled as quoted. Returns a matplotlib Figure."""
-    from matplotlib.figure import Figure
-    quoted = quoted_parts() if quoted is None else quoted
-    fig = Figure(figsize=(11, 4.6), layout="constrained")
-    a, b = fig.subplots(1, 2, width_ratios=[max(len(ours), 2), max(len(quoted), 2)])
-    _stack(a, ours)
-    a.set_title(ours_title, loc="left", fontsize="medium")
-    a.set_ylabel(ours_unit)
-    _stack(b, quoted)
-    b.set_title("Quoted: ITAC 2014, 384 ranks on 16 nodes\n(seed 001; seconds accumulated over ranks)",
-                loc="left", fontsize="medium")
-    b.set_ylabel("s (accumulated, as quoted)")
-    handles, names = a.get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside lower center", ncols=4, fontsize="small")
-    return fig
-
-
-def oversubscription(ntasks: int, cores: int | None = None) -> str:
-    """One sentence: does a job of ntasks ranks oversubscribe this machine's cores?"""
-    cores = cores or physical_cores()
-    if ntasks > cores:
-        return (f"{ntasks} ranks share {cores} core(s): the run is oversubscribed "
-                f"({ntasks / cores:.1f} ranks per core).")
-    return f"{ntasks} ranks on {cores} core(s): one core or more per rank, no oversubscription."
-
-
 def nic_busy(trace, model, iterations: int) -> pd.DataFrame:
     """Per node: inter-node messages and bytes it sends per iteration, and how long one network
     port at the model's inter-node latency and bandwidth needs to push them (us per iteration:
     messages x L + bytes / BW). The replay charges each message on its own, as if every message
     had a link to itself; this bound shows what sharing one port per node costs."""
-    from hpclab.trace.matrix import aggregate, message_matrix
     if iterations < 1:
         raise HpclabError(f"iterations = {iterations} must be at least 1")
     mm = aggregate(message_matrix(trace), trace.hosts)
@@ -751,11 +520,6 @@ def mapping_replays(trace, model, cores: int, grid: str) -> pd.DataFrame:
     differs, the cyclic one (rank r on node r mod nodes). grid: the run's 'PxQ'. One row per
     mapping: nodes, inter-node messages per traced run (from the node-aggregated matrix) and
     the replayed run time (ms)."""
-    import dataclasses
-    from hpclab.trace.mapping import hosts_of, linear_mapping
-    from hpclab.trace.matrix import aggregate, message_matrix
-    from hpclab.trace.replay import replay
-    from hpclab.trace.split import run_time
     p, q = (int(x) for x in grid.split("x"))
     if p * q != trace.nranks:
         raise HpclabError(f"grid {grid} has {p * q} ranks but the trace has {trace.nranks}")
@@ -785,7 +549,7 @@ def link_rows(pingpongs: dict) -> tuple[list[dict], list[dict], pd.DataFrame]:
     without an intra-node run (one CPU per node) the intra link reuses the inter-node rows."""
     got = {k: r.result()["results"]["rows"] for k, r in pingpongs.items() if r is not None}
     if not got:
-        raise HpclabError("no pingpong run to fit a network model to", "run imbalance.pingpong_specs(...) first")
+        raise HpclabError("no pingpong run to fit a network model to", "run hpclab.course.lesson_imbalance.pingpong_specs(...) first")
     if "inter" in got:
         inter, inter_src = got["inter"], "measured: pingpong between two nodes of this cluster"
     else:
@@ -800,14 +564,11 @@ def link_rows(pingpongs: dict) -> tuple[list[dict], list[dict], pd.DataFrame]:
 
 # --- the mapping, measured on (virtual) nodes ----------------------------------------------------
 
-MAPPING_EXPERIMENT = "05-mapping"
-
 
 def mapping_layouts(px: int, py: int, ranks_per_node: int) -> dict[str, list[int]]:
     """{"linear": node of each rank, "blocked": ...}: ranks filling nodes in order, against the
     squarest tile of ranks per node that differs from it (on some grids the squarest tile *is* the
     linear mapping, e.g. 1 x 2 tiles on a 2 x 4 grid with 2 ranks per node)."""
-    from hpclab.trace import mapping
     linear = mapping.linear_mapping(px, py, ranks_per_node)
     tiles = sorted(mapping.tile_shapes(px, py, ranks_per_node), key=lambda t: abs(t[0] - t[1]))
     for tile in tiles:
@@ -816,34 +577,6 @@ def mapping_layouts(px: int, py: int, ranks_per_node: int) -> dict[str, list[int
             return {"linear": linear, "blocked": blocked}
     raise HpclabError(f"on a {px} x {py} grid with {ranks_per_node} rank(s) per node every tile is the linear mapping",
                       "choose a grid with more than one rank row and column per node")
-
-
-def mapping_specs(px: int, py: int, names: list[str], *, n: int, iters: int, repetitions: int = 1,
-                  experiment: str = MAPPING_EXPERIMENT) -> tuple[dict[str, list[int]], list]:
-    """Traced Poisson specs of a px x py grid on the nodes `names` (px*py / len(names) ranks on
-    each), one per mapping of mapping_layouts, placed rank by rank with srun
-    --distribution=arbitrary and a SLURM_HOSTFILE written below build/mappings/ (not /tmp: each
-    virtual node has its own). Returns ({label: node index of each rank}, specs)."""
-    from hpclab.core import paths
-    from hpclab.spec import model as spec
-    from hpclab.trace import mapping
-    ranks = px * py
-    if ranks % len(names):
-        raise HpclabError(f"{ranks} ranks do not divide evenly over {len(names)} node(s)",
-                          "choose a grid whose size is a multiple of the node count")
-    layouts = mapping_layouts(px, py, ranks // len(names))
-    folder = paths.build_dir() / "mappings"
-    folder.mkdir(parents=True, exist_ok=True)
-    specs = []
-    for label, nodes in layouts.items():
-        hostfile = folder / f"{px}x{py}-{len(names)}nodes-{label}.hosts"
-        hostfile.write_text(mapping.slurm_hostfile(nodes, names=names))
-        specs.append(spec.make_spec(
-            kernel="poisson", nodes=len(names), ntasks=ranks, oversubscribe=True, trace=True, label=label,
-            args={"n": n, "grid": f"{px}x{py}", "exchange": "nonblocking", "iters": iters},
-            binding={"distribution": "arbitrary"}, env={"SLURM_HOSTFILE": str(hostfile)},
-            repetitions=repetitions, experiment=experiment))
-    return layouts, specs
 
 
 def exchanges_of(trace) -> int:
@@ -856,9 +589,6 @@ def mapping_counts(runs, layouts: dict[str, list[int]], px: int, py: int, iterat
     """One row per traced run: its mapping, whether every rank ran on the node the mapping gave
     it, the inter-node messages predicted from the grid (hpclab.trace.mapping) and counted in the
     trace's per-node message matrix, the inter-node bytes, and the measured ms per iteration."""
-    from hpclab.trace import mapping, split as tsplit
-    from hpclab.trace.load import load_run
-    from hpclab.trace.matrix import aggregate, message_matrix
     rows = []
     for run in runs:
         nodes = layouts[run.spec.label]
@@ -875,22 +605,3 @@ def mapping_counts(runs, layouts: dict[str, list[int]], px: int, py: int, iterat
             "inter-node MB": per_node.off_diagonal("volume") / 1e6,
             "ms per iteration": tsplit.run_time(trace) * 1e-6 / iterations})
     return pd.DataFrame(rows)
-
-
-def measure_mapping(px: int = 2, py: int = 4, nodes: int = 2, *, link: str = "1g", cpus_per_node: int = 2,
-                    n: int, iters: int, repetitions: int = 1, progress: bool = True) -> pd.DataFrame:
-    """Trace the linear and the blocked mapping of a px x py Poisson grid on `nodes` virtual nodes
-    of the local cluster (hpclab.site.multinode, joined by `link`; the single-node cluster is back
-    afterwards) and return mapping_counts of the runs. Ranks per node above cpus_per_node are
-    oversubscribed, as the notebook explains. On a real site there are no virtual nodes to pin
-    ranks to by name: prints why and returns an empty table."""
-    from hpclab.jobs import experiment
-    from hpclab.site import multinode
-    with multinode.virtual_nodes(nodes, link=link, cpus_per_node=cpus_per_node) as report:
-        if report is None:
-            print("Not on the local cluster: write a host file for your own allocation with "
-                  "hpclab.trace.mapping.slurm_hostfile and run the specs of imbalance.mapping_specs inside it.")
-            return pd.DataFrame()
-        layouts, specs = mapping_specs(px, py, report.nodes, n=n, iters=iters, repetitions=repetitions)
-        runs = experiment.run_again_if_startup_crashed(specs, timeout=900, progress=progress)
-    return mapping_counts(runs, layouts, px, py, iters)

@@ -1,81 +1,28 @@
-"""Placement experiments: where ranks and threads land, and what memory bandwidth that costs.
+"""Placement results: where ranks and threads landed, and what memory bandwidth that cost.
 
-Named cases (a label and the spec fields that produce it) for the bindings notebook and lab:
-launcher bindings (srun --cpu-bind, mpirun --map-by/--bind-to) and the hybrid MPI+OpenMP pitfall
-of the 2018 placement study with its three fixes. `summary()` reduces STREAM runs to one row per
-case: the whole job's bandwidth (min/median/max over repetitions), the CPUs each rank ran on, and
-whether ranks ended up sharing a CPU.
+The named cases (a label and the spec fields that produce it) of the bindings notebook and lab
+are in hpclab.course.lesson_placement. Here `job_rates()` and `summary()` reduce STREAM runs to
+one row per case: the whole job's bandwidth (min/median/max over repetitions), the CPUs each rank
+ran on, and whether ranks ended up sharing a CPU; `compare_cases()`, `lost_fraction()` and
+`pitfall_split()` compare cases.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import pandas as pd
 
 from hpclab.core.errors import HpclabError
 
-
-@dataclass(frozen=True)
-class Case:
-    label: str
-    fields: dict
-    why: str
-    ntasks: int = 2
-    extra: dict = field(default_factory=dict)
+# The labels of the hybrid MPI+OpenMP pitfall's cases (hpclab.course.lesson_placement.PITFALL_CASES
+# and YIELD_CASES): the pitfall, its first fix, and both again with MPI yielding when idle.
+PITFALL = "pitfall: ranks unbound, OpenMP binds"
+FIX = "fix 1: bind the ranks (--cpu-bind=cores)"
+PITFALL_YIELD = "pitfall, MPI yields when idle"
+FIX_YIELD = "fix 1, MPI yields when idle"
 
 
-_BOUND_THREADS = {"num_threads": 1, "proc_bind": "true", "places": "cores"}
-
-_ONE_THREAD = {"num_threads": 1}
-
-BINDING_CASES = [
-    Case("srun --cpu-bind=cores", {"binding": {"cpu_bind": "cores"}, "omp": _ONE_THREAD}, "each rank on its own core"),
-    Case("srun --cpu-bind=none", {"binding": {"cpu_bind": "none"}, "omp": _ONE_THREAD},
-         "ranks may run anywhere in the allocation; the Linux scheduler decides"),
-    Case("srun --cpu-bind=map_cpu:0,0", {"binding": {"cpu_bind": "map_cpu:0,0"}, "omp": _ONE_THREAD},
-         "a deliberate mistake: both ranks pinned to CPU 0"),
-    Case("mpirun --map-by core --bind-to core", {"launcher": "mpirun", "omp": _ONE_THREAD,
-                                                 "binding": {"map_by": "core", "bind_to": "core"}},
-         "Open MPI's own launcher inside the allocation, one core per rank"),
-    Case("mpirun --bind-to none", {"launcher": "mpirun", "omp": _ONE_THREAD,
-                                   "binding": {"map_by": "core", "bind_to": "none"}},
-         "Open MPI maps ranks but does not bind them"),
-    Case("srun --cpu-bind=none, OMP_NUM_THREADS unset", {"binding": {"cpu_bind": "none"}},
-         "each rank starts one OpenMP thread per CPU it may use: more threads than cores"),
-]
-
-PITFALL_CASES = [
-    Case("pitfall: ranks unbound, OpenMP binds", {"binding": {"cpu_bind": "none"}, "omp": _BOUND_THREADS},
-         "each rank's OpenMP runtime sees the same CPU mask and binds its thread to the first core"),
-    Case("fix 1: bind the ranks (--cpu-bind=cores)", {"binding": {"cpu_bind": "cores"}, "omp": _BOUND_THREADS},
-         "disjoint masks per rank: each runtime binds inside its own core"),
-    Case("fix 2: one rank, two threads", {"binding": {"cpu_bind": "cores"}, "cpus_per_task": 2,
-                                          "omp": {**_BOUND_THREADS, "num_threads": 2}},
-         "a single OpenMP runtime places all threads itself", ntasks=1),
-    Case("fix 3: OpenMP does not bind (OMP_PROC_BIND=false)", {"binding": {"cpu_bind": "none"},
-                                                               "omp": {"num_threads": 1, "proc_bind": "false"}},
-         "threads float; the Linux scheduler spreads them"),
-]
-
-
-# The pitfall's loss has two parts. Two ranks on one core take turns: one core does the work of
-# two (at most half the bandwidth is left). And each rank that finishes first waits in
-# MPI_Barrier, which Open MPI busy-polls: the waiting rank keeps the core until the scheduler
-# preempts it, while the other rank, which still has work, cannot run. mpi_yield_when_idle=1 makes
-# the polling rank call sched_yield, so the comparison below separates the two parts.
-_YIELD = {"mpi_yield_when_idle": "1"}
-YIELD_CASES = [
-    Case("pitfall, MPI yields when idle", {"binding": {"cpu_bind": "none"}, "omp": _BOUND_THREADS, "mca": _YIELD},
-         "the same shared core, but a rank waiting in MPI gives the core to the other one"),
-    Case("fix 1, MPI yields when idle", {"binding": {"cpu_bind": "cores"}, "omp": _BOUND_THREADS, "mca": _YIELD},
-         "disjoint cores; yielding should change nothing here"),
-]
-
-
-def pitfall_split(summary_table: pd.DataFrame, pitfall: str = PITFALL_CASES[0].label,
-                  fix: str = PITFALL_CASES[1].label, pitfall_yield: str = YIELD_CASES[0].label,
-                  fix_yield: str = YIELD_CASES[1].label) -> dict:
+def pitfall_split(summary_table: pd.DataFrame, pitfall: str = PITFALL, fix: str = FIX,
+                  pitfall_yield: str = PITFALL_YIELD, fix_yield: str = FIX_YIELD) -> dict:
     """Which part of the pitfall's loss is the shared core and which the busy-polling barrier?
 
     summary_table: summary() of runs of the four cases (medians). Returns fractions of the
@@ -108,18 +55,6 @@ def pitfall_fidelity(summary_table: pd.DataFrame) -> dict:
                     f"mpi_yield_when_idle=1) and Open MPI busy-polling in the barrier while the other rank "
                     f"waits for the core ({sp['polling_factor']:.0f}x more)"),
             **sp}
-
-
-def specs(cases: list[Case], size: int, reps: int = 20, repetitions: int = 3, experiment: str = "placement") -> list:
-    """STREAM specs for the cases (each repeated `repetitions` times as separate jobs)."""
-    from hpclab.spec import model as spec
-
-    out = []
-    for c in cases:
-        out.append(spec.make_spec(kernel="stream", ntasks=c.ntasks, args={"size": size, "reps": reps},
-                                  label=c.label, repetitions=repetitions, experiment=experiment,
-                                  **c.fields, **c.extra))
-    return out
 
 
 def threads_per_cpu(result: dict) -> dict[int, int]:
@@ -199,21 +134,3 @@ def compare_cases(rates: pd.DataFrame, a: str, b: str) -> dict:
 def lost_fraction(summary_table: pd.DataFrame, bad: str, good: str) -> float:
     """Fraction of the good case's median bandwidth that the bad case loses (0.25 = 25 % lost)."""
     return 1.0 - summary_table.loc[bad, "job_mb_s_median"] / summary_table.loc[good, "job_mb_s_median"]
-
-
-def numa_cases(topo) -> list[Case]:
-    """Local against remote memory on a node with several NUMA domains: one rank bound to the
-    cores of NUMA node 0, its memory bound to node 0 (local) or to the next node (remote).
-    Returns no cases on a single-NUMA node, where there is nothing to compare."""
-    nodes = sorted(int(n) for n in topo.numa_nodes["numa"]) if len(topo.numa_nodes) else []
-    if len(nodes) < 2:
-        return []
-    local, remote = nodes[0], nodes[1]
-    return [
-        Case(f"memory on NUMA {local} (local)", {"binding": {"cpu_bind": "none"}, "omp": _ONE_THREAD,
-                                                 "numactl": {"cpunodebind": str(local), "membind": str(local)}},
-             "threads and memory on the same NUMA node", ntasks=1),
-        Case(f"memory on NUMA {remote} (remote)", {"binding": {"cpu_bind": "none"}, "omp": _ONE_THREAD,
-                                                   "numactl": {"cpunodebind": str(local), "membind": str(remote)}},
-             "threads on one NUMA node, memory on another", ntasks=1),
-    ]

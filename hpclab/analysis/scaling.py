@@ -3,6 +3,7 @@
 Definitions follow the 2014 ITAC training (seed 001): with T[p] the run time on p ranks,
 speedup S = T[1]/T[p] and efficiency E = S/p; T[p] = T_comp[p] + T_mpi[p], where T_comp and
 T_mpi are averages over the ranks, and the compute efficiency uses T_comp alone.
+The lesson's specs and configurations are in hpclab.course.lesson_scaling.
 """
 
 from __future__ import annotations
@@ -24,25 +25,8 @@ Reads : writes = 48 : 16 B (3:1), fused 32 : 16 B (2:1). The roof's bandwidth co
 STREAM kernel with the same mix, counting what it really moves: Triad reads b and c and, before
 storing a, a's cache line (write-allocate): 24 B read + 8 B written = 32 B per element, not the
 24 B its reported rate counts (fused: Copy, 16 + 8 B)."""
+
 BYTES_PER_UPDATE = {"separate": 64, "fused": 48}
-
-
-def specs(configs: list[dict], n: int, iters: int, repetitions: int = 3, experiment: str = "scaling") -> list:
-    """Poisson specs, one per config dict with keys ntasks, grid ('PxQ' or None), exchange, label."""
-    from hpclab.spec import model as spec
-
-    out = []
-    for c in configs:
-        args = {"n": n, "iters": iters, "exchange": c.get("exchange", "sendrecv")}
-        if c.get("grid"):
-            args["grid"] = c["grid"]
-        if c.get("fuse"):
-            args["fuse"] = True
-        label = c.get("label") or f"{c['ntasks']} rank(s) {c.get('grid') or 'auto'} {args['exchange']}"
-        out.append(spec.make_spec(kernel="poisson", ntasks=c["ntasks"], args=args, label=label,
-                                  binding={"cpu_bind": "cores"} if c["ntasks"] <= c.get("cores", 10**9) else {},
-                                  repetitions=repetitions, experiment=experiment))
-    return out
 
 
 def run_rows(runs) -> pd.DataFrame:
@@ -83,7 +67,7 @@ def efficiency(rows: pd.DataFrame) -> pd.DataFrame:
 def roofline_lups(bandwidth_mb_s: float, fused: bool = False) -> float:
     """The memory roofline of the solver: lattice updates per second if memory bandwidth were the
     only limit. bandwidth_mb_s: bytes really moved per second [MB/s, MB = 10^6 B], i.e.
-    hotspots.memory_roof()["moved_mb_s"] (write-allocate counted), not STREAM's reported Triad."""
+    roofline.memory_roof()["moved_mb_s"] (write-allocate counted), not STREAM's reported Triad."""
     if bandwidth_mb_s <= 0:
         raise HpclabError(f"the memory bandwidth must be positive, got {bandwidth_mb_s}", "check the STREAM run")
     return bandwidth_mb_s * 1e6 / BYTES_PER_UPDATE["fused" if fused else "separate"]
@@ -92,16 +76,16 @@ def roofline_lups(bandwidth_mb_s: float, fused: bool = False) -> float:
 def subdomains(rows: pd.DataFrame, caches: pd.DataFrame) -> pd.DataFrame:
     """Why compute efficiency can exceed 1: each rank's share of the grid against the caches.
 
-    rows: run_rows() output; caches: hotspots.cache_sizes()/node_caches(). Returns one row per
+    rows: run_rows() output; caches: roofline.cache_sizes()/node_caches(). Returns one row per
     label with ranks, grid, rank_bytes (u and f of the largest subdomain, halo included),
-    node_bytes (all ranks of the node), where each rank's subdomain lives (hotspots.residency
+    node_bytes (all ranks of the node), where each rank's subdomain lives (roofline.residency
     of rank_bytes: L2, L3, partly cached, memory) and the share of the node's working set that
     the caches could hold (all caches of the node together / node_bytes, capped at 1), and
     comp_efficiency: T_comp of the fastest 1-rank run / (ranks x T_comp of the label's fastest
     run), NaN without 1-rank rows. A run whose subdomains are closer to the caches than the single
     rank's gets part of its bytes from cache, and its compute time falls by more than the rank
     count."""
-    from hpclab.analysis import hotspots
+    from hpclab.analysis import roofline
 
     total_cache = int((caches["bytes"] * caches["count"]).sum())
     one = rows.loc[rows["ranks"] == 1, "comp_mean"]
@@ -111,34 +95,14 @@ def subdomains(rows: pd.DataFrame, caches: pd.DataFrame) -> pd.DataFrame:
         r = grp.iloc[0]
         p, q = (int(x) for x in r["grid"].split("x"))
         nx, ny = -(-int(r["n"]) // p), -(-int(r["n"]) // q)
-        rank_bytes = 2 * (nx + 2) * (ny + 2) * hotspots.WORD
+        rank_bytes = 2 * (nx + 2) * (ny + 2) * roofline.WORD
         node_bytes = rank_bytes * int(r["ranks"])
         out.append({"label": label, "ranks": int(r["ranks"]), "grid": r["grid"],
                     "rank_bytes": rank_bytes, "node_bytes": node_bytes,
-                    "rank_residency": hotspots.residency(rank_bytes, caches),
+                    "rank_residency": roofline.residency(rank_bytes, caches),
                     "cacheable_share": min(1.0, total_cache / node_bytes),
                     "comp_efficiency": t1 / (int(r["ranks"]) * float(grp["comp_mean"].min()))})
     return pd.DataFrame(out)
-
-
-def configs_for(cores: int, exchange: str = "sendrecv") -> list[dict]:
-    """The strong-scaling configurations that fit on `cores` cores without oversubscribing:
-    1 rank, then every power of two up to `cores`, each as both 1D grids (Px1, 1xP) and, from
-    4 ranks on, the squarest 2D grid."""
-    out = [{"ntasks": 1, "grid": "1x1", "exchange": exchange, "family": "1 rank"}]
-    p = 2
-    while p <= cores:
-        out.append({"ntasks": p, "grid": f"{p}x1", "exchange": exchange, "family": "1D Px1"})
-        out.append({"ntasks": p, "grid": f"1x{p}", "exchange": exchange, "family": "1D 1xP"})
-        if p >= 4:
-            a = int(p ** 0.5)
-            while p % a:
-                a -= 1
-            out.append({"ntasks": p, "grid": f"{p // a}x{a}", "exchange": exchange, "family": "2D"})
-        p *= 2
-    for c in out:
-        c["label"] = f"{c['ntasks']} rank(s), grid {c['grid']}"
-    return out
 
 
 def efficiency_by_family(rows: pd.DataFrame, configs: list[dict]) -> pd.DataFrame:
@@ -157,16 +121,3 @@ def efficiency_by_family(rows: pd.DataFrame, configs: list[dict]) -> pd.DataFram
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
         columns=["ranks", "runs", "seconds", "speedup", "efficiency", "comp_seconds", "comp_speedup",
                  "comp_efficiency", "family"])
-
-
-def triad_specs(size: int, repetitions: int, experiment: str = "roofline", cores: int | None = None) -> list:
-    """STREAM specs measuring one bound rank's bandwidth (the roofline's memory term; read it
-    with hotspots.memory_roof). size: doubles per array, hotspots.stream_elements(LLC) so each
-    array is at least 4x the last-level cache. cores: the node's cores; when given, the job takes
-    the whole node (hotspots.alone_on_the_node) so no other job shares its memory bus."""
-    from hpclab.analysis import hotspots, placement
-
-    fields = hotspots.alone_on_the_node(cores) if cores else {"binding": {"cpu_bind": "cores"}, "omp": {"num_threads": 1}}
-    case = placement.Case("1 rank, arrays >= 4x the last-level cache", fields,
-                          "one core streaming arrays far larger than the caches", ntasks=1)
-    return placement.specs([case], size=size, reps=10, repetitions=repetitions, experiment=experiment)

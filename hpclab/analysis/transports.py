@@ -1,62 +1,19 @@
-"""Transport selection experiments: which Open MPI path carries a message, and what it delivers.
+"""Transport selection results: which Open MPI path carried a message, and what it delivered.
 
-The named selections below are the MCA settings the course compares. `specs()` turns them into
-pingpong specs, `summary()` reduces the measured runs to latency and bandwidth per selection
-(min/median/max over repetitions, each repetition fitted on its own), and `report()` lists the
-transport that Open MPI itself said it used in each run.
+The named selections the course compares, and their pingpong specs, are in
+hpclab.course.lesson_transports. Here `summary()` reduces the measured runs to latency and
+bandwidth per selection (min/median/max over repetitions, each repetition fitted on its own),
+`readable()` writes it for people, `report()` lists the transport that Open MPI itself said it
+used in each run, and `bucket_free_size()` the message size from which a shaped link's token
+bucket no longer flatters the rate.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pandas as pd
 
 from hpclab.analysis.fits import hockney_fit
-
-
-@dataclass(frozen=True)
-class Selection:
-    """A named Open MPI transport selection: the MCA parameters and why one would try it."""
-
-    name: str
-    mca: dict
-    why: str
-
-
-SELECTIONS = {
-    s.name: s
-    for s in [
-        Selection("default", {}, "let Open MPI choose by priority and by what it finds"),
-        Selection("ob1+vader", {"pml": "ob1", "btl": "self,vader"},
-                  "shared memory inside a node (vader, called sm from Open MPI 5)"),
-        Selection("ob1+vader, no single copy", {"pml": "ob1", "btl": "self,vader",
-                                                "btl_vader_single_copy_mechanism": "none"},
-                  "vader with copy-in/copy-out only: every large message is copied twice through a shared buffer"),
-        Selection("ob1+vader, CMA", {"pml": "ob1", "btl": "self,vader", "btl_vader_single_copy_mechanism": "cma"},
-                  "vader with Linux cross-memory attach: one copy, done by the kernel"),
-        Selection("ob1+tcp", {"pml": "ob1", "btl": "self,tcp"},
-                  "TCP sockets, as between nodes on Ethernet (here over loopback)"),
-        Selection("no vader", {"btl": "^vader"},
-                  "the talk's experiment: disable the fast path and see where performance goes"),
-        Selection("ucx", {"pml": "ucx", "pml_ucx_tls": "any", "pml_ucx_devices": "any"},
-                  "UCX; Open MPI 4.1 uses it only where it finds an InfiniBand/RoCE device unless told 'any'"),
-    ]
-}
-
-
-def specs(names: list[str], ntasks: int = 2, max_bytes: int = 4 << 20, repetitions: int = 3,
-          experiment: str = "transports", **extra) -> list:
-    """Pingpong specs, one per named selection (each repeated `repetitions` times as separate jobs)."""
-    from hpclab.spec import model as spec
-
-    out = []
-    for name in names:
-        sel = SELECTIONS[name]
-        out.append(spec.make_spec(kernel="pingpong", ntasks=ntasks, args={"max_bytes": max_bytes},
-                                  binding={"cpu_bind": "cores"}, mca=dict(sel.mca), label=name,
-                                  repetitions=repetitions, experiment=experiment, **extra))
-    return out
+from hpclab.cluster import links
 
 
 def summary(table: pd.DataFrame, by: str = "label", size_range: tuple[float, float] | None = (8192, None)) -> pd.DataFrame:
@@ -96,8 +53,6 @@ def bucket_free_size(link: str, factor: int = 8) -> int:
     A ping-pong leaves each direction idle while the reply travels, so the bucket is full again
     when the next message starts and its first `burst_bytes` leave unshaped: a message of m bytes
     shows up to m / (m - bucket) times the rate. From this size on that error is below 1/factor."""
-    from hpclab.cluster import links
-
     prof = links.get_profile(link)
     need = factor * prof.burst_bytes() if prof.shaped else 8192
     size = 1
@@ -127,14 +82,3 @@ def readable(summary_table: pd.DataFrame) -> pd.DataFrame:
         out["BW of the largest message [MB/s], median (min - max)"] = [
             fmt(r, "largest_mb_s", 0) for _, r in summary_table.iterrows()]
     return out
-
-
-def node_specs(max_bytes: int = 1 << 20, repetitions: int = 2, experiment: str = "transports-nodes",
-               label_suffix: str = "") -> list:
-    """Two pingpong specs: both ranks inside one node, and one rank on each of two nodes."""
-    from hpclab.spec import model as spec
-
-    common = dict(kernel="pingpong", ntasks=2, args={"max_bytes": max_bytes}, repetitions=repetitions,
-                  experiment=experiment)
-    return [spec.make_spec(nodes=1, label=f"intra-node{label_suffix}", **common),
-            spec.make_spec(nodes=2, ntasks_per_node=1, label=f"inter-node{label_suffix}", **common)]

@@ -213,11 +213,12 @@ def component_selection(table) -> Row:
     """From notebook 02's table: did every MCA selection give the PML/BTL it asked for, as the run
     itself reported it, and did the selections really use different transports?"""
     from hpclab.analysis import transports
+    from hpclab.course import lesson_transports
 
     used = transports.report(table)
     checked, wrong = [], []
     for label, row in used.iterrows():
-        sel = transports.SELECTIONS.get(label)
+        sel = lesson_transports.SELECTIONS.get(label)
         if sel is None:
             continue
         btls = {b.strip() for b in str(row.get("btl", "")).replace("[", "").replace("]", "").replace("'", "")
@@ -252,7 +253,7 @@ def numa(topology) -> Row:
 
 
 def hotspots(profile) -> Row:
-    """From notebook 06's profile (hpclab.analysis.hotspots.Profile): do the solver's compute loops lead the
+    """From notebook 06's profile (hpclab.tools.profilers.Profile): do the solver's compute loops lead the
     hotspot list, ahead of the MPI library, as in the seed's VTune run? Start-up (loader, MPI_Init,
     grid set-up) is left out: the seed profiled a long run, where it weighs nothing, while the
     course profiles a short one."""
@@ -279,7 +280,7 @@ def hotspots(profile) -> Row:
 
 
 def mapping_messages(counts) -> Row:
-    """From notebook 05's measured mapping (hpclab.analysis.imbalance.measure_mapping): did the traced
+    """From notebook 05's measured mapping (hpclab.course.lesson_imbalance.measure_mapping): did the traced
     inter-node messages match the prediction, and did the blocked mapping send fewer?"""
     if counts is None or len(counts) == 0:
         return make_row("mapping-messages", "-", "not shown", "the mapping was not measured on virtual nodes here")
@@ -302,7 +303,7 @@ def mapping_messages(counts) -> Row:
 
 def from_verdict(claim_id: str, verdict: dict, runs=()) -> Row:
     """A row from an analysis module's own verdict (a dict with here, reproduced and why, as
-    hpclab.analysis.placement.pitfall_fidelity and hpclab.analysis.hotspots.roofline_fidelity return)."""
+    hpclab.analysis.placement.pitfall_fidelity and hpclab.analysis.roofline.roofline_fidelity return)."""
     return make_row(claim_id, verdict["here"], verdict["reproduced"], verdict["why"], runs)
 
 
@@ -327,12 +328,12 @@ def hybrid_pitfall(summary_table, runs=()) -> Row:
 
 
 def roofline(rates, stream_results, caches, runs=()) -> Row:
-    """From notebook 06's roof runs (hpclab.analysis.hotspots.roofline_fidelity); a run set without a
+    """From notebook 06's roof runs (hpclab.analysis.roofline.roofline_fidelity); a run set without a
     memory-resident grid (the quick parameter set) is 'not shown', saying so."""
-    from hpclab.analysis import hotspots as hs
+    from hpclab.analysis import roofline as roof
 
     try:
-        verdict = hs.roofline_fidelity(rates, stream_results, caches)
+        verdict = roof.roofline_fidelity(rates, stream_results, caches)
     except HpclabError as e:
         return make_row("roofline", "-", "not shown", f"{e.what}", runs)
     return from_verdict("roofline", verdict, runs)
@@ -348,7 +349,7 @@ def _seed_strip_vs_tile() -> float:
 
 def grid_2d_vs_1d(subdomains, runs=(), strip: str = "1D 1x384", tile: str = "2D 24x16") -> Row:
     """From notebook 05's single-rank runs of each decomposition's subdomain
-    (hpclab.analysis.imbalance.measure_subdomains): does the 1x384 strip compute slower per point than the
+    (hpclab.course.lesson_imbalance.measure_subdomains): does the 1x384 strip compute slower per point than the
     24x16 tile here, by more than the spread of the runs?"""
     g = subdomains.groupby("case")["ns_per_point"]
     if not {strip, tile} <= set(g.groups):
