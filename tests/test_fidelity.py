@@ -77,13 +77,13 @@ def test_collect_lists_every_claim_and_marks_unrecorded_ones(tmp_path, monkeypat
 
 def test_hotspots_row_from_a_captured_callgrind_profile():
     """Does the captured callgrind profile of the solver give 'yes', naming the leading loop?"""
-    from hpclab.analysis import hotspots
+    from hpclab.tools import profilers
 
     data = Path(__file__).parent / "data" / "hotspots"
-    functions = hotspots.merge_self_inclusive(
-        hotspots.parse_callgrind_annotate((data / "callgrind-annotate-self.txt").read_text()),
-        hotspots.parse_callgrind_annotate((data / "callgrind-annotate-inclusive.txt").read_text()))
-    profile = hotspots.Profile("callgrind", "instructions", Path("runs/06/cg-1"), [], functions, {})
+    functions = profilers.merge_self_inclusive(
+        profilers.parse_callgrind_annotate((data / "callgrind-annotate-self.txt").read_text()),
+        profilers.parse_callgrind_annotate((data / "callgrind-annotate-inclusive.txt").read_text()))
+    profile = profilers.Profile("callgrind", "instructions", Path("runs/06/cg-1"), [], functions, {})
     row = fidelity.hotspots(profile)
     shares = profile.phases().set_index("phase")["share"]
     assert row.reproduced == "yes"  # residuum leads, MPI library 5 %
