@@ -87,3 +87,19 @@ def test_rates_still_follow_a_failed_validation(program):
     at = next(i for i, line in enumerate(lines) if line.startswith("ERROR:"))
     assert lines[at + 1:] == ["sum = 5051"]
     assert p.returncode == 1
+
+
+def test_contract_parser_reads_a_failed_report(program, tmp_path):
+    """Does hpclab's shared contract parser (hpclab.kernels.contract) read a failed run's text
+    report as not validated, with the kernel's message, its config and one placement row per
+    rank, so a failed run is reported rather than misread?"""
+    from hpclab.kernels.contract import parse_report_text
+
+    p = run(program, ["--fail-rank", "1"], np=2)
+    report = parse_report_text(p.stdout, source="stdout")
+    assert report.kernel == "report_failure"
+    assert (report.ok, report.message) == (False, "sum is 5051, expected 5050 (rank 1)")
+    assert report.config["fail_rank"] == 1
+    assert sorted(report.placement["rank"]) == [0, 1]
+    # rank 0 prints its own sum (right: rank 1 failed) after the verdict
+    assert [text for _, text in report.body] == ["sum = 5050"]
