@@ -12,6 +12,7 @@ import pytest
 from hpclab.jobs import experiment
 from hpclab.core import paths
 from hpclab.analysis import imbalance as imb
+from hpclab.course import lesson_imbalance as lesson
 from hpclab.trace import mapping
 from hpclab.trace.load import load_run
 from hpclab.trace.matrix import aggregate, message_matrix
@@ -61,7 +62,7 @@ def test_traced_internode_messages_match_the_mapping(cluster, monkeypatch):
     with multinode.virtual_nodes(NODES, link="unshaped", cpus_per_node=2) as report:
         assert "OVERSUBSCRIBED" in report.client_config
         assert report.nodes == NAMES
-        mappings, specs = imb.mapping_specs(PX, PY, NAMES, n=64, iters=4, experiment="vnodes-mapping")
+        mappings, specs = lesson.mapping_specs(PX, PY, NAMES, n=64, iters=4, experiment="vnodes-mapping")
         runs = experiment.run_again_if_startup_crashed(specs, timeout=900, progress=False)
     assert sorted(r.spec.label for r in runs) == sorted(mappings)
     for run in runs:
