@@ -23,7 +23,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from hpclab.grading import references
+from hpclab.grading import references, sandbox
 
 MARK = "@@hpclab-answers@@ "
 FIXED = {"LAB": "."}          # names the grader sets itself: the lab folder is the submission
@@ -182,8 +182,6 @@ def _execute_class():
     from nbgrader.preprocessors import Execute
     from traitlets import Bool, Integer
 
-    from hpclab.grading import sandbox
-
     defaults = sandbox.Limits()
 
     class SandboxExecute(Execute):
@@ -271,8 +269,6 @@ def check(cells: list[dict], lab_dir: Path, limits, unconfined: bool = False) ->
     read-only (or, unconfined, directly in lab_dir). Raises RuntimeError when the check itself
     fails (the grader's problem, not the student's)."""
     import subprocess
-
-    from hpclab.grading import sandbox
 
     command = [sys.executable, "-I", "-m", "hpclab.grading", "check"]
     stdin = json.dumps(cells)

@@ -24,7 +24,7 @@ from hpclab.grading import labdata
 
 
 def _reference_transports(lab_dir: Path) -> dict:
-    from hpclab.analysis import fits
+    from hpclab.analysis import fits   # numpy: costly, see above
 
     labdata.verify(lab_dir)
     out: dict = {"latency_us": {}, "bandwidth_mb_s": {}, "label": {}}
@@ -40,7 +40,7 @@ def _reference_transports(lab_dir: Path) -> dict:
     out["unlabelled_transport"] = same[0] if len(same) == 1 else None
     # interpretation: the transport the fitted models make faster for 1 MiB messages; the
     # spread of each prediction is the fit's typical error (median |relative residual|)
-    import numpy as np
+    import numpy as np   # costly, see above
 
     t, spread = {}, {}
     for role in ("shm", "tcp"):
@@ -72,7 +72,7 @@ def accepted(values: dict, spread: dict, best=max) -> list[str]:
 
 
 def _reference_scaling(lab_dir: Path) -> dict:
-    import pandas as pd
+    import pandas as pd   # costly, see above
 
     from hpclab.analysis import fits
 
@@ -108,7 +108,7 @@ def _reference_scaling(lab_dir: Path) -> dict:
 
 
 def _reference_imbalance(lab_dir: Path) -> dict:
-    from hpclab.trace import load, mapping, split
+    from hpclab.trace import load, mapping, split   # pandas: costly, see above
 
     labdata.verify(lab_dir)
     parts = split.split(load.load_run(labdata.run_dir("traced", lab_dir), cache=False))
@@ -131,7 +131,7 @@ PLACEMENT_ROLES = {"pitfall": ("pitfall-1", "pitfall-2"), "fix": ("fix-1", "fix-
 
 
 def _reference_placement(lab_dir: Path) -> dict:
-    from hpclab.analysis import placement
+    from hpclab.analysis import placement   # pandas: costly, see above
 
     # each section of the lab packs its own runs: answers whose runs are not packed are left
     # out (their tests fail), the others are graded

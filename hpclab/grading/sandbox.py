@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 
 GRADER_USER = "hpclab-grader"
@@ -129,8 +130,6 @@ def why_not() -> str:
 def _python_roots() -> list[Path]:
     """Folders Python and the package need: the installation, the venv, the package and the
     course data it reads (site profiles, job templates)."""
-    from hpclab.core import paths
-
     roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
     exe = Path(sys.executable)
     roots.add(exe.parent.resolve())
