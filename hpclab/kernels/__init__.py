@@ -7,7 +7,7 @@ JSON envelope) is contract.py. Everything above asks the registry:
 
     from hpclab.kernels import registry
     registry.names()            # ("pingpong", "poisson", "stream")
-    registry.get("stream")      # Kernel(name, args, table, text, check, template, binary)
+    registry.get("stream")      # Kernel(name, args, table, text, check, template, binary, source)
 
 Adding a kernel: its folder in src/, its slurm-templates/<name>.sh.j2 and one module here.
 """

@@ -75,9 +75,11 @@ class Kernel:
     source: str = ""
 
     def __post_init__(self):
-        for name in ("template", "binary", "source"):
-            if not getattr(self, name):
-                object.__setattr__(self, name, f"{self.name}.sh.j2" if name == "template" else self.name)
+        # frozen: defaults that depend on the name are set once, here
+        defaults = {"template": f"{self.name}.sh.j2", "binary": self.name, "source": self.name}
+        for key, value in defaults.items():
+            if not getattr(self, key):
+                object.__setattr__(self, key, value)
 
 
 _KERNELS: dict[str, Kernel] = {}
