@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from hpclab.core.errors import HpclabError
 
@@ -123,8 +124,6 @@ def scaling_table(table, ranks: str = "ranks", time: str = "seconds"):
     determined serial fraction (1/S - 1/q) / (1 - 1/q) with q = p/p0 (NaN at the baseline).
     The smallest rank count p0 is the baseline.
     """
-    import pandas as pd
-
     if ranks not in table or time not in table:
         raise HpclabError(f"scaling needs columns {ranks!r} and {time!r}",
                           f"the table has {', '.join(map(str, table.columns))}")

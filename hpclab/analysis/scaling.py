@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from hpclab.core.errors import HpclabError
+from hpclab.analysis import roofline
 from hpclab.analysis.fits import scaling_table
 
 BYTE_COUNT_EXPLAINED = """\
@@ -85,8 +86,6 @@ def subdomains(rows: pd.DataFrame, caches: pd.DataFrame) -> pd.DataFrame:
     run), NaN without 1-rank rows. A run whose subdomains are closer to the caches than the single
     rank's gets part of its bytes from cache, and its compute time falls by more than the rank
     count."""
-    from hpclab.analysis import roofline
-
     total_cache = int((caches["bytes"] * caches["count"]).sum())
     one = rows.loc[rows["ranks"] == 1, "comp_mean"]
     t1 = float(one.min()) if len(one) else float("nan")

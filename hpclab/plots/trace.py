@@ -9,7 +9,9 @@ hpclab.plots.style. Each function returns a matplotlib Figure and shows nothing.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from hpclab.core.errors import HpclabError
 from hpclab.plots.style import CMAPS, COLORS, call_color, part_color
@@ -89,8 +91,6 @@ def timeline_figure(trace: Trace, window: tuple[int, int] | None = None, *,
     of the window), so a window's position in the run reads directly off the axis. Beyond
     `max_messages` messages in view the message lines are left out (they would hide everything).
     colors: optional call name -> colour, so two figures (real, ideal) use the same colours."""
-    from matplotlib.collections import LineCollection
-    from matplotlib.patches import Patch
     ev = trace.events
     if iteration is not None:
         window = iteration_window(trace, *iteration)
@@ -150,7 +150,6 @@ def _unit(span_ns):
 
 
 def _bars(ax, rows, a, b, t0, scale, h, color):
-    from matplotlib.collections import PolyCollection
     if len(rows) == 0:
         return
     x0 = (a - t0) * scale

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hpclab.trace.events import Trace, bursts
+from hpclab.trace.replay import replay
 
 
 def rank_times(trace: Trace) -> pd.DataFrame:
@@ -154,7 +155,6 @@ def split(trace: Trace, ideal: Trace | None = None, model=None, modelled: Trace 
     pingpong run); modelled: the replay on it, computed here from `model` if not given. With
     neither, T_rest = 0 and T_transfer is T_real - T_ideal (the four-way split). Raises
     HpclabError if a replay deadlocks."""
-    from hpclab.trace.replay import replay
     if ideal is None:
         ideal = replay(trace)
     if modelled is None and model is not None:
