@@ -188,3 +188,21 @@ def test_engines_script_is_sorted_valid_bash_from_its_template(tmp_path):
     assert text.index("# resources") < text.index("# environment") < text.index("# run")
     assert f"srun --mpi={site.srun_mpi} --kill-on-bad-exit=1 /usr/bin/python3 -m ipyparallel.engine --mpi" in text
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+def render_engines_case():
+    session = Path("/hpclab/runs/_interactive/20260101-000000-000000")
+    return templates.render_engines(load_site("example-cluster"), ranks=4, folder=session,
+                                    log=session / "engines-1.log", time="00:30:00",
+                                    engine_argv=["/hpclab/.venv/bin/python", "-m", "ipyparallel.engine", "--mpi"],
+                                    mca={"btl": "self,vader"})
+
+
+def test_engines_script_matches_golden():
+    """Does the engines' job script equal the reviewed golden file, line for line?"""
+    text = render_engines_case()
+    golden = GOLDEN / "engines_example.sh"
+    if os.environ.get("HPCLAB_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert golden.exists(), f"no golden file {golden}; run with HPCLAB_UPDATE_GOLDEN=1"
+    assert text == golden.read_text()
