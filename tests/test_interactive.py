@@ -22,6 +22,8 @@ from hpclab.site import profile as site_mod
 from hpclab.core.errors import HpclabError
 from hpclab.tools.interactive import MPIEngines
 from hpclab.site import ompi
+from hpclab.core import paths
+from hpclab.runs.folder import KINDS
 
 
 # --- no cluster needed ---------------------------------------------------------------------------
@@ -162,6 +164,8 @@ def test_engines_are_mpi_ranks_and_their_job_ends(cluster):
         out = eng.execute("from mpi4py import MPI; c = MPI.COMM_WORLD; print(c.rank, c.size)", timeout=30)
         assert {k: v.split() for k, v in out.stdout.items()} == {0: ["0", "2"], 1: ["1", "2"]}
         assert "ipyparallel.engine --mpi" in eng.job_script.read_text()
+        assert "Rendered from slurm-templates/engines.sh.j2" in eng.job_script.read_text()
+        assert eng.session_dir.parent == paths.runs_dir().resolve() / KINDS["session"]  # a RunFolder of kind session
     assert not interactive.job_in_queue(job)
     assert eng.client is None and eng.view is None
 

@@ -37,3 +37,19 @@ def test_variant_is_built_beside_the_course_binary(tmp_path):
     subprocess.run([str(exe), "--n", "32", "--iters", "2", "--json", str(out)], check=True,
                    capture_output=True, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     assert "-DPOISSON_PREFETCH=0" in json.loads(out.read_text())["config"]["build_flags"]
+
+
+@pytest.mark.cluster
+def test_builds_are_compared_as_job_steps_in_a_variants_folder(cluster, tmp_path, monkeypatch):
+    """Does compare run each build as a one-task Slurm job step (the builder's srun words) and keep
+    its reports in a RunFolder of kind variants, one row per run?"""
+    from hpclab.runs.folder import KINDS
+
+    monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path / "runs"))
+    exe = paths.bin_dir() / "poisson"
+    if not exe.is_file():
+        pytest.skip("build the kernels first: make -C src")
+    table = variants.compare({"a": exe, "b": exe}, ["--n", 32, "--iters", 2], repetitions=1, experiment="t")
+    assert list(table["build"]) == ["a", "b"] and (table["lups"] > 0).all()
+    folders = list((tmp_path / "runs" / KINDS["variants"] / "t").iterdir())
+    assert len(folders) == 1 and sorted(p.name for p in folders[0].glob("*.json")) == ["0-1.json", "1-1.json"]
