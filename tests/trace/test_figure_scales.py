@@ -1,11 +1,16 @@
 """Figures of a trace read correctly: the message matrix keeps the diagonal off its colour scale,
-the timeline's axis is time since the run started."""
+the timeline's axis is time since the run started, a part of the split has one colour everywhere."""
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
+from hpclab.analysis import imbalance
+from hpclab.plots import imbalance as imb_plots, style
+from hpclab.plots.trace import heatmap_figure, imbalance_figure, timeline_figure
 from hpclab.trace.mapping import linear_mapping
-from hpclab.plots.trace import heatmap_figure, timeline_figure
+from hpclab.trace.model import hockney
+from hpclab.trace.split import PARTS as TRACE_PARTS, split
 from hpclab.trace.matrix import MessageMatrix, aggregate, message_matrix
 from hpclab.trace.poisson import poisson_trace
 
@@ -47,3 +52,20 @@ def test_timeline_axis_is_time_since_the_run_started(halo):
     lo, hi = ax.get_xlim()
     assert lo == pytest.approx((t0 - start) * scale) and hi == pytest.approx((t1 - start) * scale)
     assert ax.xaxis.get_major_formatter().get_useOffset() is False
+
+
+def _legend_colours(fig) -> dict:
+    legend = fig.axes[0].get_legend()
+    return {t.get_text(): to_hex(p.get_facecolor()) for t, p in zip(legend.get_texts(), legend.get_patches())}
+
+
+def test_a_part_has_one_colour_in_every_imbalance_diagram(halo):
+    """Is each part of a run's time drawn in the palette's colour for it, by `hpclab trace`'s
+    diagram (plots.trace) and by the lessons' diagrams (plots.imbalance) alike?"""
+    s = split(halo, model=hockney(5.0, 100.0))
+    assert s.T_rest != 0  # so the rest part is drawn too
+    by_trace = _legend_colours(imbalance_figure({"run": s}))
+    by_lesson = _legend_colours(imb_plots.diagram_figure(imbalance.parts_of({"run": s}), "run", "s"))
+    assert {name: by_lesson[name] for _, name in imbalance.PARTS} == {
+        name: style.part_color(key) for key, name in imbalance.PARTS}
+    assert by_trace == {name: style.part_color(key) for key, name in TRACE_PARTS}
