@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.jobs import templates
 from hpclab.runs.folder import KINDS, RunFolder
@@ -57,13 +57,6 @@ PERF_STAT_EVENTS = ("task-clock", "page-faults", "context-switches", "cpu-migrat
 # --------------------------------------------------------------------------------------------
 
 
-def _quiet(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess | None:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
 @functools.lru_cache(maxsize=1)
 def perf_status() -> dict:
     """Can perf run here? Returns {"installed", "version", "hardware_counters", "sampling",
@@ -73,17 +66,18 @@ def perf_status() -> dict:
            "detail": "perf is not installed (Debian: apt-get install linux-perf)"}
     if not shutil.which("perf"):
         return out
-    res = _quiet(["perf", "--version"])
+    res = commands.run(["perf", "--version"], "ask perf its version", timeout=30)
     if res is None or res.returncode != 0:
         # Debian's /usr/bin/perf is a wrapper that fails when no perf matches the kernel
         out["detail"] = "perf is installed but does not run: " + ((res.stderr or res.stdout).strip()[:200] if res else "no answer")
         return out
     out.update(installed=True, version=res.stdout.strip().removeprefix("perf version "))
-    res = _quiet(["perf", "stat", "-x", ",", "-e", "instructions", "true"])
+    res = commands.run(["perf", "stat", "-x", ",", "-e", "instructions", "true"], "probe perf stat", timeout=30)
     text = (res.stderr if res else "") or ""
     out["hardware_counters"] = bool(res and res.returncode == 0 and re.search(r"^\d+,", text, re.M))
     tmp = paths.state_dir() / f"perf-probe-{os.getpid()}.data"
-    res = _quiet(["perf", "record", "-q", "-e", "cpu-clock", "-o", str(tmp), "true"])
+    res = commands.run(["perf", "record", "-q", "-e", "cpu-clock", "-o", str(tmp), "true"], "probe perf record",
+                       timeout=30)
     out["sampling"] = bool(res and res.returncode == 0 and tmp.is_file())
     tmp.unlink(missing_ok=True)
     if out["hardware_counters"]:
@@ -103,7 +97,7 @@ def valgrind_status() -> dict:
     callgrind_annotate script is there too)."""
     out = {"installed": False, "version": None, "annotate": bool(shutil.which("callgrind_annotate"))}
     if shutil.which("valgrind"):
-        res = _quiet(["valgrind", "--version"])
+        res = commands.run(["valgrind", "--version"], "ask valgrind its version", timeout=30)
         if res and res.returncode == 0:
             out.update(installed=True, version=res.stdout.strip().removeprefix("valgrind-"))
     return out
@@ -134,7 +128,7 @@ def profiling_binary(rebuild: bool = False) -> Path:
         return exe
     argv = ["make", "-s", "-C", str(root / "src" / "poisson"), f"BINDIR={exe.parent}",
             f"OBJDIR={root / 'build' / 'profile' / 'obj' / 'poisson'}", f"OPTFLAGS={PROFILE_OPTFLAGS}"]
-    res = _quiet(argv, timeout=300)
+    res = commands.run(argv, "build the profiling copy of poisson", timeout=300)
     if res is None or res.returncode != 0 or not exe.is_file():
         msg = (res.stderr.strip().splitlines()[-1] if res and res.stderr.strip() else "make did not finish")
         raise HpclabError(f"could not build the profiling copy of poisson: {msg}",
@@ -273,8 +267,8 @@ def callgrind(n: int = 256, iters: int = 30, experiment: str = "06-hotspots", sl
     _run(folder, argv, env, timeout, "callgrind")
     texts = {}
     for mode in ("no", "yes"):
-        res = _quiet(["callgrind_annotate", "--threshold=100", f"--inclusive={mode}",
-                      str(folder / "callgrind.out")], timeout=120)
+        res = commands.run(["callgrind_annotate", "--threshold=100", f"--inclusive={mode}",
+                            str(folder / "callgrind.out")], "annotate the callgrind profile", timeout=120)
         if res is None or res.returncode != 0:
             raise HpclabError(f"callgrind_annotate could not read {folder / 'callgrind.out'}",
                               "is the file complete? run the profile again")
@@ -307,8 +301,9 @@ def perf_record(n: int = 1024, iters: int = 40, frequency: int = 4000, experimen
     argv = [*prefix, "perf", "record", "-q", "-e", "cpu-clock", "-F", str(frequency), "-o", "perf.data",
             "--", str(exe), *_solver_args(n, iters, extra_args)]
     _run(folder, argv, env, timeout, "perf record")
-    res = _quiet(["perf", "report", "-i", str(folder / "perf.data"), "--stdio", "--no-children",
-                  "--sort", "dso,sym", "-F", "overhead,sample,dso,sym", "-t", "\t"], timeout=120)
+    res = commands.run(["perf", "report", "-i", str(folder / "perf.data"), "--stdio", "--no-children",
+                        "--sort", "dso,sym", "-F", "overhead,sample,dso,sym", "-t", "\t"],
+                       "read the perf profile", timeout=120)
     if res is None or res.returncode != 0:
         raise HpclabError(f"perf report could not read {folder / 'perf.data'}", "run the profile again")
     (folder / "perf-report.txt").write_text(res.stdout)
