@@ -217,6 +217,7 @@ def test_profiles_sessions_and_variants_are_run_folders_of_their_kind(tmp_path):
     v = RunFolder.create_kind("variants", "variants", root=tmp_path)
     assert v.path.parent == tmp_path / "_variants" / "variants"
     assert a.stdout == a.path / "stdout" and a.command_txt == a.path / "command.txt"
+    assert s.engines_script(2) == s.path / "engines-2.sh" and s.engines_log(2) == s.path / "engines-2.log"
     assert runs.index(tmp_path) == []  # '_' folders are not experiment runs
     with pytest.raises(HpclabError, match="unknown kind"):
         RunFolder.create_kind("scratch", "x", root=tmp_path)

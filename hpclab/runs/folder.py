@@ -63,6 +63,15 @@ class RunFolder:
     provenance = property(lambda self: self.path / "provenance")
     trace_dir = property(lambda self: self.path / "trace")
     command_txt = property(lambda self: self.path / "command.txt")  # a job step's command line
+    ipython_profile = property(lambda self: self.path / "profile")  # a session's ipyparallel profile
+
+    def engines_script(self, n: int) -> Path:
+        """A session's n-th engines' job script (n = 1, 2, ...: one per start or restart)."""
+        return self.path / f"engines-{n}.sh"
+
+    def engines_log(self, n: int) -> Path:
+        """Slurm's output file of a session's n-th engines' job."""
+        return self.path / f"engines-{n}.log"
     run_id = property(lambda self: self.path.name)
     experiment = property(lambda self: self.path.parent.name)
 

@@ -131,7 +131,7 @@ class MPIEngines:
     @property
     def job_script(self) -> Path | None:
         """The batch script of the current (last submitted) engines' job."""
-        return self.session_dir / f"engines-{len(self.jobs)}.sh" if self.jobs else None
+        return RunFolder(self.session_dir).engines_script(len(self.jobs)) if self.jobs else None
 
     @property
     def job_log(self) -> Path | None:
@@ -139,7 +139,7 @@ class MPIEngines:
         return self._log(len(self.jobs)) if self.jobs else None
 
     def _log(self, n: int) -> Path:
-        return self.session_dir / f"engines-{n}.log"
+        return RunFolder(self.session_dir).engines_log(n)
 
     def render_job(self, n: int) -> str:
         """The engines' batch script (job number n of this session), as a person reads it,
@@ -160,12 +160,12 @@ class MPIEngines:
         cfg = Config()
         # ipyparallel fills the template with str.format: double the braces of the bash text.
         cfg.SlurmEngineSetLauncher.batch_template = script.replace("{", "{{").replace("}", "}}")
-        cfg.SlurmEngineSetLauncher.batch_file_name = str(self.session_dir / f"engines-{n}.sh")
+        cfg.SlurmEngineSetLauncher.batch_file_name = str(RunFolder(self.session_dir).engines_script(n))
         env = slurm.slurm_env()
         extra = {k: env[k] for k in ("SLURM_CONF",) if k in env}
         cfg.SlurmEngineSetLauncher.environment = extra
         ip = controller_address(self.partition)
-        profile = self.session_dir / "profile"
+        profile = RunFolder(self.session_dir).ipython_profile
         profile.mkdir(exist_ok=True)
         return ipp.Cluster(
             engines="slurm", n=self.ranks, config=cfg, profile_dir=str(profile),
