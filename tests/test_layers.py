@@ -103,3 +103,21 @@ def test_the_floors_contract_holds():
         pytest.fail("lint-imports is not installed: run `make setup` (import-linter is a test dependency)")
     res = subprocess.run([exe, "--no-cache"], capture_output=True, text=True, cwd=paths.repo(), timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-1000:]
+
+
+def test_architecture_doc_names_every_module_on_its_floor():
+    """Does docs/architecture.md list each module in its floor's row, so a newcomer can find the
+    module of every step from the document alone?"""
+    doc = (paths.repo() / "docs" / "architecture.md").read_text()
+    rows = {line.split("`")[1].rstrip("/"): line for line in doc.splitlines() if line.startswith("| `")}
+    missing = []
+    for f in sorted(PACKAGE.rglob("*.py")):
+        rel = f.relative_to(PACKAGE)
+        if "__pycache__" in rel.parts or f.name in ("__init__.py", "__main__.py") or len(rel.parts) < 2:
+            continue
+        floor, inner = rel.parts[0], "/".join(rel.parts[1:])
+        if floor not in rows:
+            missing.append(f"floor {floor}/ has no row")
+        elif f"`{inner}`" not in rows[floor]:
+            missing.append(f"{floor}/{inner}")
+    assert not missing, "docs/architecture.md does not name: " + ", ".join(missing)

@@ -1,4 +1,4 @@
-"""Machine topology from hwloc, and a drawing of it with each rank's CPUs coloured.
+"""Machine topology from hwloc (its figures are in hpclab.plots.machine).
 
 `lstopo --of xml` describes a node as packages (sockets), NUMA nodes, caches, cores and PUs
 (hardware threads). This module reads that XML (written for hwloc 2.x, tested with 2.9; hwloc
