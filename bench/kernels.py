@@ -8,7 +8,7 @@ Each measurement is repeated (5 runs, 3 with --quick) and reported as min / medi
 - STREAM-like bandwidth per thread count (1, 2) and binding (unbound, OpenMP-bound, mpirun
   --bind-to core, and 2 ranks x 2 threads bound to one core each: the hybrid pitfall).
 - Poisson single-rank lattice updates/s against a memory roofline: the bandwidth really moved by
-  the STREAM kernel with the variant's read:write mix (hpclab.analysis.hotspots.ROOF_KERNEL: Triad x 32/24
+  the STREAM kernel with the variant's read:write mix (hpclab.analysis.roofline.ROOF_KERNEL: Triad x 32/24
   for the separate residuum, Copy x 24/16 fused: write-allocate counted) divided by the bytes one
   lattice update moves in the variant measured (see BYTES_PER_UPDATE): the default (separate
   residuum pass) and --fuse.
@@ -36,7 +36,7 @@ from hpclab.core.errors import HpclabError  # noqa: E402
 # Bytes per lattice update and why: hpclab.analysis.scaling.BYTE_COUNT_EXPLAINED (one definition for the
 # bench, the scaling notebook and the labs).
 from hpclab.analysis.scaling import BYTES_PER_UPDATE  # noqa: E402
-from hpclab.analysis.hotspots import ROOF_KERNEL  # noqa: E402
+from hpclab.analysis.roofline import ROOF_KERNEL  # noqa: E402
 from hpclab.kernels.stream import COUNTED_BYTES, MOVED_BYTES  # noqa: E402
 
 # Poisson variants measured: (label, extra arguments, key into BYTES_PER_UPDATE).
@@ -305,8 +305,8 @@ def main(argv=None) -> int:
         pp = bench_pingpong(raw, runs, (1 << 20) if a.quick else (4 << 20))
         # Arrays by the course's one rule, quick or not: each at least 4x the last-level cache
         # (hwloc), STREAM's own rule (5M doubles, 40 MB, were not above it on a 32 MB L3).
-        from hpclab.analysis import hotspots
-        st = bench_stream(raw, runs, hotspots.stream_elements(hotspots.last_level_cache(hotspots.node_caches())))
+        from hpclab.analysis import roofline
+        st = bench_stream(raw, runs, roofline.stream_elements(roofline.last_level_cache(roofline.node_caches())))
         po = bench_poisson(raw, runs, 2048 if a.quick else 4096, 20 if a.quick else 40, st)
         first = json.loads(next(raw.glob("stream-*.json")).read_text())["config"]
         meta = {"host": os.uname().nodename, "date": dt.datetime.now().isoformat(timespec="seconds"),

@@ -128,15 +128,15 @@ def poisson_instructions(ranks: int, args: list[str], tmp: Path) -> dict:
     """Instructions of one untraced and one traced single-rank Poisson run whose grid has the
     points per rank of the timed `ranks`-rank run (n scaled by 1/sqrt(ranks)), fewer iterations
     (callgrind is ~50x slower; the ratio does not depend on the iteration count). Uses the
-    solver copy built for valgrind (hpclab.analysis.hotspots.profiling_binary: valgrind 3.19 cannot
+    solver copy built for valgrind (hpclab.tools.profilers.profiling_binary: valgrind 3.19 cannot
     decode AVX-512)."""
-    from hpclab.analysis import hotspots
+    from hpclab.tools import profilers
     from hpclab.trace.load import load_dir
 
     opts = dict(zip(args[::2], args[1::2]))
     n = round(int(opts.get("--n", 2048)) / math.sqrt(ranks))
     iters = 20
-    cmd = [str(hotspots.profiling_binary()), "--n", str(n), "--iters", str(iters)]
+    cmd = [str(profilers.profiling_binary()), "--n", str(n), "--iters", str(iters)]
     if "--exchange" in opts:
         cmd += ["--exchange", opts["--exchange"]]
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
