@@ -112,9 +112,6 @@ def _literal_name_lists(tree: ast.AST) -> list[int]:
     return found
 
 
-# strict: once tools/variants.py asks the registry, this passes and the marker must go.
-@pytest.mark.xfail(strict=True, reason="hpclab/tools/variants.py still holds KERNELS = (...); "
-                   "it is being edited by another change of issue 19 and moves to registry.names()")
 def test_no_second_list_of_kernel_names_in_the_package():
     """Is the registry the only list of kernels: no module of hpclab spells out two or more
     kernel names in one tuple, list, set or Literal (an if/elif dispatch on names included)?"""

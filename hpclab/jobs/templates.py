@@ -26,6 +26,7 @@ import jinja2
 
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
+from hpclab.kernels import registry
 from hpclab.site.profile import Site
 from hpclab.site.slurm import slurm_env
 from hpclab.spec.model import Spec
@@ -136,7 +137,7 @@ def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Pa
             words += ["-x", item]
     if spec.numactl is not None and spec.numactl.argv():
         words.append(" ".join(spec.numactl.argv()))  # one word: the wrapper stays on one line
-    words.append(shlex.quote(str(bin_dir / spec.kernel)))
+    words.append(shlex.quote(str(bin_dir / registry.get(spec.kernel).binary)))
     words += [shlex.quote(a) for a in spec.args.to_argv()]
     words.append(f"--json {out_dir}/result.json")
     return words
@@ -181,7 +182,7 @@ def render(spec: Spec, site: Site, run_dir: Path, bin_dir: Path | None = None,
     script text; raises HpclabError when no template exists for the kernel or one is broken."""
     dirs = dirs or template_dirs()
     bin_dir = bin_dir or paths.bin_dir()
-    name = f"{spec.kernel}.sh.j2"
+    name = registry.get(spec.kernel).template
     options = sbatch_options(spec, site, Path(run_dir))
     launcher = spec.launcher or site.launcher
     context = {
@@ -190,7 +191,7 @@ def render(spec: Spec, site: Site, run_dir: Path, bin_dir: Path | None = None,
         "sbatch_lines": sorted(_sbatch_line(k, v) for k, v in options.items()),
         "sbatch": options, "modules": list(site.modules), "env": list(job_environment(spec, site).items()),
         "launcher": launcher, "launch": _wrap(launch_argv(spec, site, bin_dir=bin_dir, lib_dir=lib_dir)),
-        "kernel_exe": str(bin_dir / spec.kernel),
+        "kernel_exe": str(bin_dir / registry.get(spec.kernel).binary),
         "binding_pattern": "cpu-bind" if launcher == "srun" else "MCW rank",
         "spec": spec,
     }

@@ -21,10 +21,10 @@ import pandas as pd
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.jobs import templates
+from hpclab.kernels import registry
 from hpclab.runs.folder import RunFolder
 from hpclab.site import profile as site_mod
 
-KERNELS = ("stream", "pingpong", "poisson")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _MACRO = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
@@ -41,22 +41,21 @@ def build(kernel: str, name: str, defines: dict) -> Path:
     """Build `kernel` with -D<macro>=<value> for each item of `defines` into variant_dir(name);
     returns the binary's path. The course's build/bin/<kernel> is not touched. Raises HpclabError
     for an unknown kernel, a malformed macro name or a failed build (with make's last lines)."""
-    if kernel not in KERNELS:
-        raise HpclabError(f"unknown kernel {kernel!r}", f"choose one of {', '.join(KERNELS)}")
+    unit = registry.get(kernel)   # a clear error for an unknown kernel
     bad = [m for m in defines if not _MACRO.match(str(m))]
     if bad:
         raise HpclabError(f"not a C macro name: {', '.join(map(str, bad))}",
                           "use the setting's name from the kernel source, e.g. POISSON_PREFETCH")
     where = variant_dir(name)
     flags = " ".join(f"-D{m}={v}" for m, v in defines.items())
-    argv = ["make", "-s", "-C", str(paths.repo() / "src" / kernel), f"EXTRA_CFLAGS={flags}",
+    argv = ["make", "-s", "-C", str(paths.repo() / "src" / unit.source), f"EXTRA_CFLAGS={flags}",
             f"BINDIR={where / 'bin'}", f"OBJDIR={where / 'obj'}"]
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
         tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-8:])
         raise HpclabError(f"building {kernel} with {flags} failed:\n{tail}",
                           f"run `{' '.join(argv)}` in a terminal to see the whole output")
-    return where / "bin" / kernel
+    return where / "bin" / unit.binary
 
 
 def compare(builds: dict, args: list[str], repetitions: int = 3, experiment: str = "variants",
