@@ -11,6 +11,7 @@ from hpclab.core import paths
 
 
 def _run(args: argparse.Namespace) -> int:
+    # imported when the command runs: `hpclab --help` and other commands start without it
     from hpclab.course import runner as course
 
     if args.quick:
@@ -22,12 +23,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _lab(args: argparse.Namespace) -> int:
+    # imported when the command runs: `hpclab --help` and other commands start without it
     from hpclab.grading import jupyter
 
     return jupyter.serve_lab(port=args.port)
 
 
 def _grade_demo(args: argparse.Namespace) -> int:
+    # imported when the command runs: `hpclab --help` and other commands start without it
     from hpclab.grading import demo
 
     return demo.grade_demo()

@@ -17,6 +17,7 @@ COMMAND_MODULES = ["hpclab.cli.run", "hpclab.cli.trace", "hpclab.cli.course"]
 
 
 def _cluster(args: argparse.Namespace) -> int:
+    # imported when the command runs: `hpclab --help` and other commands start without it
     from hpclab import cluster
     from hpclab.cluster import local
 
@@ -43,6 +44,7 @@ def _cluster(args: argparse.Namespace) -> int:
         return 0
     if args.action == "down":
         try:
+            # imported when the command runs: `hpclab --help` and other commands start without it
             from hpclab.cluster import vnodes
         except ImportError:
             vnodes = None
@@ -50,6 +52,7 @@ def _cluster(args: argparse.Namespace) -> int:
         print("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
         return 0
     if args.action == "status":
+        # imported when the command runs: `hpclab --help` and other commands start without it
         from hpclab.cluster import vnodes
 
         st = cluster.status()

@@ -15,6 +15,7 @@ import json
 
 
 def _run(args: argparse.Namespace) -> int:
+    # imported when the command runs: `hpclab --help` and other commands start without it
     from hpclab.jobs import experiment
     from hpclab.spec.model import load_specs, parse_sweep_option
 
@@ -31,6 +32,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
+    # imported when the command runs: `hpclab --help` and other commands start without it
     from hpclab.jobs import experiment
     from hpclab.runs import folder as runs
     from hpclab.core.errors import HpclabError
@@ -56,6 +58,7 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    # imported when the command runs: `hpclab --help` and other commands start without it
     from hpclab.runs.folder import RunFolder
 
     folder = RunFolder.open(args.run)

@@ -56,6 +56,7 @@ def ideal_network():
     """The ideal network of notebook 05 (hpclab.analysis.imbalance.ideal_model): zero latency, infinite
     bandwidth, messages above Open MPI's eager limit on this machine still rendezvous. Returns
     (model, note); note says why every message is eager when the limit cannot be read."""
+    # imported when the command runs (pandas, the trace stack): other commands start without it
     from hpclab.analysis import imbalance as imb
     from hpclab.site import ompi
     try:
@@ -78,10 +79,12 @@ def run_trace(args: argparse.Namespace) -> int:
     """The `hpclab trace` command; returns the exit code."""
     run = _run_dir(args.run)
     try:
+        # imported when the command runs (pandas, the trace stack): other commands start without it
         from hpclab.trace.load import load_run
     except ImportError:
         raise HpclabError("the trace loader (hpclab/trace/load.py) is not available in this checkout",
                           "update the repository; the loader comes with the tracer (src/mpitrace)") from None
+    # imported when the command runs (pandas, the trace stack): other commands start without it
     from hpclab.trace.events import check
     from hpclab.trace.matching import match
     from hpclab.trace.matrix import aggregate, message_matrix
@@ -177,6 +180,7 @@ def _print_clock(trace) -> None:
 
 def _print_comparison(run: Path, trace, s, other: Path, ideal_net) -> None:
     """Per-function ratios and both splits, OTHER / RUN."""
+    # imported when the command runs (pandas, the trace stack): other commands start without it
     from hpclab.trace.compare import compare_profiles, compare_splits
     from hpclab.trace.load import load_run
     from hpclab.trace.replay import replay

@@ -20,6 +20,11 @@ from pathlib import Path
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
+from hpclab.analysis import transports
+from hpclab.course import lesson_transports
+from hpclab.analysis import placement
+from hpclab.analysis import roofline as roof
+from hpclab.core import seedfacts
 
 VERDICTS = ("yes", "partly", "no", "not shown")
 LEDGER_ENV = "HPCLAB_FIDELITY_DIR"  # set by the course run: where notebooks record their rows
@@ -168,7 +173,6 @@ def _run_ids(table, label_col: str = "label", labels=None) -> list[str]:
 def transport_fallback(table, fast: str = "default", without: str = "no vader") -> Row:
     """From notebook 02's ping-pong table (hpclab.analysis.transports): did excluding the default fast path
     change the transport Open MPI reported, and how much bandwidth went with it?"""
-    from hpclab.analysis import transports
 
     if not {fast, without} <= set(table["label"]):
         return make_row("transport-fallback", "-", "not shown", f"the runs '{fast}' and '{without}' were not both made")
@@ -212,8 +216,6 @@ def _selection_honoured(mca: dict, pml: str, btls: set[str]) -> bool:
 def component_selection(table) -> Row:
     """From notebook 02's table: did every MCA selection give the PML/BTL it asked for, as the run
     itself reported it, and did the selections really use different transports?"""
-    from hpclab.analysis import transports
-    from hpclab.course import lesson_transports
 
     used = transports.report(table)
     checked, wrong = [], []
@@ -318,7 +320,6 @@ def frame(rows) -> "pd.DataFrame":
 
 def hybrid_pitfall(summary_table, runs=()) -> Row:
     """From notebook 03's pitfall and yielding runs (hpclab.analysis.placement.summary of both sets)."""
-    from hpclab.analysis import placement
 
     try:
         verdict = placement.pitfall_fidelity(summary_table)
@@ -330,7 +331,6 @@ def hybrid_pitfall(summary_table, runs=()) -> Row:
 def roofline(rates, stream_results, caches, runs=()) -> Row:
     """From notebook 06's roof runs (hpclab.analysis.roofline.roofline_fidelity); a run set without a
     memory-resident grid (the quick parameter set) is 'not shown', saying so."""
-    from hpclab.analysis import roofline as roof
 
     try:
         verdict = roof.roofline_fidelity(rates, stream_results, caches)
@@ -341,7 +341,6 @@ def roofline(rates, stream_results, caches, runs=()) -> Row:
 
 def _seed_strip_vs_tile() -> float:
     """ITAC 2014's compute of the 1x384 grid over the 24x16 one, from hpclab.core.seedfacts."""
-    from hpclab.core import seedfacts
 
     compute = seedfacts.imbalance_2014()["compute"]
     return float(compute["1D 1x384"] / compute["2D 24x16"])

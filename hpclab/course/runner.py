@@ -26,6 +26,8 @@ from pathlib import Path
 from hpclab.course import fidelity
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
+from hpclab.site import profile as site_mod
+from hpclab import cluster
 
 
 def quick() -> bool:
@@ -229,11 +231,9 @@ def start():
     For the local site, this makes `!sinfo` and friends in the notebook talk to the embedded
     cluster and fails with a clear message if it is not running. Returns the site profile.
     """
-    from hpclab.site import profile as site_mod
 
     site = site_mod.load_site()
     if site.name == "local":
-        from hpclab import cluster
 
         if not cluster.status().running:
             raise HpclabError("the local Slurm cluster is not running",

@@ -26,6 +26,7 @@ from pathlib import Path
 from hpclab.core import paths
 from hpclab.site import slurm
 from hpclab.core.errors import HpclabError
+from hpclab.grading import pipeline as grading
 
 STARTUP_TIMEOUT = 90.0  # seconds: the first start builds nothing, but imports nbgrader (slow)
 
@@ -71,18 +72,13 @@ def course_labs() -> list[str]:
 def grader_dir(folder: Path | None = None) -> Path | None:
     """The nbgrader course folder the formgrader shows (default build/lab-course/), made with
     hpclab.grading.pipeline.init_course from labs/ the first time; an existing one is used as it is
-    (grades and submissions in it are kept). None if there are no labs or no grading module."""
+    (grades and submissions in it are kept). None if there are no labs."""
     folder = Path(folder or paths.build_dir() / "lab-course")
     if (folder / "nbgrader_config.py").is_file():
-        from hpclab.grading import pipeline as grading
         grading.ensure_exchange(folder)  # also for a course folder of an earlier version
         return folder.resolve()
     labs = course_labs()
     if not labs:
-        return None
-    try:
-        from hpclab.grading import pipeline as grading
-    except ImportError:
         return None
     return Path(grading.init_course(folder, labs=tuple(labs))).resolve()
 

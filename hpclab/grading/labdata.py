@@ -133,6 +133,7 @@ def runs(role_names, lab_dir: str | Path = ".") -> list:
     """The packed runs playing `role_names` (in that order) as hpclab.jobs.experiment.Run objects, for
     analyses that take runs (e.g. hpclab.analysis.placement.job_rates). Raises HpclabError for a role
     no packed run plays."""
+    # costly (the job stack, pandas): only when runs are packed or checked
     from hpclab.jobs.experiment import Run
     from hpclab.runs.folder import RunFolder
     from hpclab.spec.model import make_spec
@@ -146,6 +147,7 @@ def runs(role_names, lab_dir: str | Path = ".") -> list:
 
 def table(role: str, lab_dir: str | Path = "."):
     """The tidy table of the packed run playing `role` (hpclab.runs.parse.parse_run of its folder)."""
+    # costly (the job stack, pandas): only when runs are packed or checked
     from hpclab.runs import parse
 
     rid = roles(lab_dir).get(role)
@@ -193,6 +195,7 @@ def check_run(folder: str | Path, entry: dict) -> list[str]:
     kernel's hosts are the job's nodes, rank count = spec ntasks, and for pingpong the MCA
     selection in spec.json is what the kernel saw requested.
     """
+    # costly (the job stack, pandas): only when runs are packed or checked
     from hpclab.kernels.contract import load_result
 
     folder = Path(folder)

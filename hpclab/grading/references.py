@@ -74,6 +74,7 @@ def accepted(values: dict, spread: dict, best=max) -> list[str]:
 def _reference_scaling(lab_dir: Path) -> dict:
     import pandas as pd   # costly, see above
 
+    # numpy: costly, see above
     from hpclab.analysis import fits
 
     labdata.verify(lab_dir)

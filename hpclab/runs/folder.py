@@ -318,13 +318,11 @@ def index(root: Path | None = None) -> list[dict]:
 def run_table(folder: RunFolder):
     """One run's tidy rows (hpclab.runs.parse.parse_run) plus run_id, experiment, job_id, state and
     the spec's fields as dotted columns (omp.num_threads, binding.cpu_bind, args.size, ...)."""
+    # pandas (and the parsers, which use it) only here: writing and listing run folders, as
+    # `hpclab run` and the experiment driver do, does not need it
     import pandas as pd
 
-    try:
-        from hpclab.runs.parse import parse_run
-    except ImportError:
-        raise HpclabError("hpclab.runs.parse is not available, so results cannot be turned into tables",
-                          "update the hpclab package (hpclab/runs/parse/)") from None
+    from hpclab.runs.parse import parse_run
     from hpclab.spec.model import make_spec
 
     spec = folder.spec()

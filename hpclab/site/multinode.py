@@ -15,6 +15,7 @@ import contextlib
 
 from hpclab.site import profile as site_mod
 from hpclab.core.errors import HpclabError
+from hpclab.cluster import local, vnodes
 
 
 @contextlib.contextmanager
@@ -25,7 +26,6 @@ def virtual_nodes(nodes: int = 2, link: str = "unshaped", cpus_per_node: int | N
     if site.name != "local":
         yield None
         return
-    from hpclab.cluster import local, vnodes
 
     vnodes.down()
     try:

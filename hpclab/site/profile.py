@@ -26,6 +26,7 @@ from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.site import ompi
+from hpclab.site import slurm
 
 DEFAULT_SITE = "local"
 
@@ -161,7 +162,6 @@ def load_site(name_or_path: str | os.PathLike | None = None) -> Site:
 def discover_partition(name: str) -> tuple[int, int]:
     """(nodes, cores per node) of partition `name`, asked from the running cluster with sinfo.
     Where nodes differ, the smallest core count is returned (a job must fit on any node)."""
-    from hpclab.site import slurm
 
     out = slurm.run_slurm(["sinfo", "--noheader", "--partition", name, "--format=%D|%c"],
                           what=f"ask Slurm about partition {name!r}")
@@ -182,7 +182,6 @@ def discover_partition(name: str) -> tuple[int, int]:
 def discover_memory(name: str) -> int | None:
     """Memory per node (MB) Slurm can give a job in partition `name` (sinfo %m, the smallest
     node); None when Slurm does not say."""
-    from hpclab.site import slurm
 
     out = slurm.run_slurm(["sinfo", "--noheader", "--partition", name, "--format=%m"],
                           what=f"ask Slurm about the memory of partition {name!r}", check=False)

@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpclab import cluster
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 
@@ -79,12 +80,7 @@ def slurm_env() -> dict[str, str]:
     """os.environ plus the embedded cluster's variables (SLURM_CONF) when the site is local."""
     env = dict(os.environ)
     if os.environ.get("HPCLAB_SITE", "local") == "local" and "SLURM_CONF" not in os.environ:
-        try:
-            from hpclab import cluster
-
-            env.update(cluster.slurm_env())
-        except (ImportError, AttributeError):
-            pass
+        env.update(cluster.slurm_env())
     return env
 
 

@@ -530,6 +530,7 @@ def overhead(c_table, py_tables: dict):
 def overhead_figure(table, provenance=None):
     """Extra one-way time of each Python variant over C against message size (us, log x).
     table: the result of overhead(). Returns a matplotlib Figure."""
+    # matplotlib: costly, only when a figure is drawn
     from hpclab.plots import figures as plots
 
     fig = plots.new_figure(width=7, height=3.6)
@@ -562,6 +563,7 @@ def halo_figure(blocks: dict, title: str = "Each rank's block, ghost rows outlin
     import numpy as np
     from matplotlib.patches import Rectangle
 
+    # matplotlib: costly, only when a figure is drawn
     from hpclab.plots import figures as plots
 
     if not blocks:

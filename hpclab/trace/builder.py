@@ -28,6 +28,8 @@ import pandas as pd
 
 from hpclab.core.errors import HpclabError
 from hpclab.trace.events import COLUMNS, PROC_NULL, Trace, normalise
+from hpclab.trace.model import IDEAL
+from hpclab.trace.replay import replay
 
 # op tuple: (compute_before_ns, call, peer, tag, comm, bytes, req, completes, root, name,
 #            recv_peer, recv_tag, recv_bytes)
@@ -188,8 +190,6 @@ class TraceBuilder:
 
     def build(self, model=None, *, finalize: bool = True, strict: bool = True) -> Trace:
         """The Trace of running the programs on `model` (default: ideal network)."""
-        from hpclab.trace.model import IDEAL
-        from hpclab.trace.replay import replay
         for rb in self.ranks:
             if rb._open and finalize:
                 raise HpclabError(f"rank {rb.rank}: region {rb._open[-1]!r} is still open at the end")

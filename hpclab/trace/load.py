@@ -26,6 +26,7 @@ import pandas as pd
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.trace.events import Trace, empty_events, normalise
+from hpclab.trace.matching import match
 
 MAGIC = b"MPITRACE"
 VERSION = 2
@@ -309,7 +310,6 @@ def _rank_events(rec: np.ndarray, head: dict, path: Path, counts: Counter) -> tu
 
 def _clock_violations(trace: Trace, done_seq: np.ndarray, limit: int = 5) -> tuple[int, list[str]]:
     """Messages whose receive ended before their send began (on the corrected clocks)."""
-    from hpclab.trace.matching import match
 
     ev = trace.events
     if len(ev) == 0:

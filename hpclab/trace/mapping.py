@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpclab.core.errors import HpclabError
+from hpclab.trace.matrix import aggregate, message_matrix
 
 
 def _check(px, py, k):
@@ -104,5 +105,4 @@ def rankfile(nodes: list[int], names: list[str] | None = None) -> str:
 def internode_from_trace(trace, iterations: int) -> float:
     """Inter-node messages per iteration counted in a trace: the off-diagonal count of its
     message matrix aggregated to nodes, divided by `iterations`."""
-    from hpclab.trace.matrix import aggregate, message_matrix
     return aggregate(message_matrix(trace), trace.hosts).off_diagonal("count") / iterations
