@@ -202,9 +202,9 @@ def _modules(*floors):
 
 def test_figure_colours_come_from_the_one_palette():
     """Does every figure module take its colours from hpclab.plots.style: no colour literal (hex
-    string) and no colour map named outside it, in the plots, analysis and trace floors?"""
+    string) and no colour map named outside it, in the plots, analysis, trace and tools floors?"""
     offenders = []
-    for rel, tree in _modules("plots", "analysis", "trace"):
+    for rel, tree in _modules("plots", "analysis", "trace", "tools"):
         if rel == "plots/style.py":
             continue
         for node in ast.walk(tree):

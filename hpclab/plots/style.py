@@ -28,6 +28,8 @@ COLORS = {
     # a timeline: compute bursts, message lines
     "burst": "#9db4d8", "message": "black",
     "bar_edge": "white",
+    # a halo row or a cell the reader should look at, and text on a dark cell
+    "highlight": "#d62728", "on_dark": "white",
 }
 
 # The parts of a run's time (hpclab.trace.split.Split attributes), one colour each.
