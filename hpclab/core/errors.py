@@ -17,6 +17,10 @@ class HpclabError(Exception):
         self.hint = hint
         super().__init__(what if not hint else f"{what}\n  what to do: {hint}")
 
+    def one_line(self) -> str:
+        """The error on one line, for a command's stderr: `what (hint)`."""
+        return self.what + (f" ({self.hint})" if self.hint else "")
+
     def _render_traceback_(self):
         # IPython calls this instead of printing a traceback: students see the message only.
         return [f"hpclab error: {self}"]

@@ -21,7 +21,7 @@ def sandbox_kernel(connection_file: str) -> None:
     try:
         code = sandbox.run_kernel(connection_file)
     except HpclabError as exc:
-        print(f"ERROR: {exc.what} ({exc.hint})", file=sys.stderr)
+        print(f"ERROR: {exc.one_line()}", file=sys.stderr)
         code = 2
     sys.exit(code)
 
@@ -92,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         elif a.step == "demo":
             return demo.grade_demo()
     except HpclabError as exc:
-        print(f"ERROR: {exc.what}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else ""),
-              file=sys.stderr)
+        print(f"ERROR: {exc.one_line()}", file=sys.stderr)
         return 2
     return 0
 

@@ -215,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             raise HpclabError(f"no reference analysis for {lab!r}", f"labs: {', '.join(REFERENCES)}")
         print(json.dumps(REFERENCES[lab](Path(lab_dir))))
     except HpclabError as exc:
-        print(f"ERROR: {exc.what}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else ""),
-              file=sys.stderr)
+        print(f"ERROR: {exc.one_line()}", file=sys.stderr)
         return 2
     return 0
 
