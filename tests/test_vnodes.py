@@ -148,6 +148,7 @@ def test_foreign_objects_lists_every_taken_name_not_in_the_record(fake_system):
     devices.update({"hpclab-v1", "hpclab-v2"})
     (netns.NETNS_DIR / "hpclab-node2").touch()
     vnodes.cgroup_dir("hpclab-node1").mkdir()
+    (vnodes.cgroup_dir("hpclab-node1") / "tasks").write_text("4242\n")   # someone's process in it
     vnodes._save_record(lay, {**{k: [] for k in vnodes.KINDS}, "veth": ["hpclab-v2"]})
     found = vnodes.foreign_objects(lay, 2)
     assert found == [("veth", "hpclab-v1"), ("cgroup", str(vnodes.cgroup_dir("hpclab-node1"))),
@@ -465,3 +466,16 @@ def test_up_refuses_a_foreign_object_and_down_leaves_it(vcluster, kind):
     finally:
         subprocess.run(remove, capture_output=True)
     assert not exists()
+
+
+def test_an_empty_leftover_cgroup_is_removed_not_refused(fake_system):
+    """A node cgroup of our name that holds no process and is in no record (an earlier cluster's,
+    its record gone): is it removed so `up` can go ahead, instead of blocking every later
+    virtual-node run (as it did in a CI rehearsal)?"""
+    lay, _ = fake_system
+    cg = vnodes.cgroup_dir("hpclab-node1")
+    cg.mkdir()
+    assert vnodes.foreign_objects(lay, 1) == []
+    assert not cg.exists()
+    vnodes._make_cgroup(lay, "hpclab-node1", [0])   # and up makes it afresh
+    assert cg.is_dir() and str(cg) in vnodes._load_record(lay)["cgroup"]

@@ -113,7 +113,29 @@ def foreign_objects(lay: Layout, nodes: int) -> list[tuple[str, str]]:
     for k in range(1, nodes + 1):
         wanted += [("netns", netns_name(k), _netns_exists), ("veth", host_veth(k), _link_exists),
                    ("cgroup", str(cgroup_dir(netns_name(k))), lambda c: Path(c).exists())]
+    for kind, name, _ in wanted:
+        if kind == "cgroup" and name not in rec["cgroup"]:
+            _remove_empty_leftover(Path(name))
     return [(kind, name) for kind, name, exists in wanted if name not in rec[kind] and exists(name)]
+
+
+def _remove_empty_leftover(cg: Path) -> None:
+    """Remove a node cgroup of ours by name that holds no process and no child cgroup: a leftover
+    of an earlier cluster whose record is gone (its state folder was deleted, or its teardown
+    was interrupted; seen in a CI rehearsal, where it then blocked every later virtual-node
+    test). It holds nothing, so removing it cannot hurt anyone; a cgroup with a process in it
+    stays foreign and is refused."""
+    if not cg.is_dir():
+        return
+    try:
+        busy = (cg / "tasks").read_text().split() if (cg / "tasks").exists() else []
+    except OSError:
+        return
+    if not busy and not any(c.is_dir() for c in cg.iterdir()):
+        try:
+            cg.rmdir()
+        except OSError:
+            pass  # not empty after all, or not ours to remove: refused below
 
 
 def _refuse_foreign(found: list[tuple[str, str]]) -> None:
@@ -155,9 +177,11 @@ def _make_node_net(lay: Layout, k: int) -> None:
 
 
 def _make_cgroup(lay: Layout, ns: str, cpus: list[int]) -> None:
-    """A fresh cpuset cgroup for the node. An existing one is never adopted: `down` empties the
-    cgroups it removes (killing their tasks), which must only ever hit the project's own."""
+    """A fresh cpuset cgroup for the node. An existing one with a process in it is never adopted:
+    `down` empties the cgroups it removes (killing their tasks), which must only ever hit the
+    project's own. An empty leftover of that name is removed first (_remove_empty_leftover)."""
     cg = cgroup_dir(ns)
+    _remove_empty_leftover(cg)
     _refuse_foreign([("cgroup", str(cg))] if cg.exists() else [])
     _remember(lay, "cgroup", str(cg))
     try:
@@ -344,7 +368,7 @@ def _up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped"
     return local.UpReport(False, time.monotonic() - t0, rep.nodes, "\n  ".join(notes))
 
 
-def _kill_cgroup(cg: Path, timeout: float = 5.0) -> None:
+def _kill_cgroup(cg: Path, timeout: float = 15.0) -> None:
     """Empty a node's cgroup: everything in it was started by that node's slurmd."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
