@@ -430,6 +430,8 @@ def test_up_after_a_crash_cleans_up_and_starts_fresh(vcluster):
     assert len(_our_slurmds()) == 2
 
 
+CG2 = vnodes.cgroup_dir("hpclab-node2")
+
 # How to make, and remove, an object of each kind with one of the project's names that the
 # project did not create (a veth's peer gets a name outside the project's).
 FOREIGN = {
@@ -439,8 +441,12 @@ FOREIGN = {
              ["ip", "link", "del", "hpclab-v2"], lambda: vnodes._link_exists("hpclab-v2")),
     "netns": (["ip", "netns", "add", "hpclab-node2"], ["ip", "netns", "del", "hpclab-node2"],
               lambda: vnodes._netns_exists("hpclab-node2")),
-    "cgroup": (["mkdir", str(vnodes.cgroup_dir("hpclab-node2"))], ["rmdir", str(vnodes.cgroup_dir("hpclab-node2"))],
-               lambda: vnodes.cgroup_dir("hpclab-node2").is_dir()),
+    # a cgroup with someone's process in it (an empty one is a leftover, removed: see below)
+    "cgroup": (["sh", "-c", f"mkdir {CG2} && cat {CG2.parent}/cpuset.cpus > {CG2}/cpuset.cpus && "
+                f"cat {CG2.parent}/cpuset.mems > {CG2}/cpuset.mems && "
+                f"(sleep 600 >/dev/null 2>&1 & echo $! > {CG2}/tasks)"],
+               ["sh", "-c", f"kill $(cat {CG2}/tasks); sleep 0.3; rmdir {CG2}"],
+               lambda: CG2.is_dir()),
 }
 
 
@@ -457,7 +463,8 @@ def test_up_refuses_a_foreign_object_and_down_leaves_it(vcluster, kind):
     try:
         with pytest.raises(HpclabError) as e:
             vnodes.up(nodes=2, cpus_per_node=1, link="unshaped")
-        assert kind in e.value.what and " ".join(remove) in e.value.hint
+        how = f"rmdir {CG2}" if kind == "cgroup" else " ".join(remove)   # the hint's removal command
+        assert kind in e.value.what and how in e.value.hint
         assert vnodes._load_record(config.layout()) == {k: [] for k in vnodes.KINDS}
         vnodes.down()
         assert exists(), f"down removed a {kind} the project did not create"
