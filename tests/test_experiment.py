@@ -187,3 +187,22 @@ def test_trace_writes_one_file_per_rank(runs_root):
                             progress=False, timeout=300)
     assert len(list(run.folder.trace_dir.iterdir())) == 2
     assert "LD_PRELOAD" not in (run.folder.provenance / "env.txt").read_text()
+
+
+def test_a_drained_partition_on_a_site_cluster_is_reported_not_cancelled(monkeypatch, capsys):
+    """On a site's cluster (admins drain nodes for maintenance and resume them), does the wait say
+    once that no node can start the job, and keep it queued instead of cancelling it?"""
+    from hpclab.jobs import experiment as ex
+
+    monkeypatch.setenv("HPCLAB_SITE", "example-cluster")
+    monkeypatch.setattr(ex._DrainWatch, "CHECK", 0.0)
+    monkeypatch.setattr(ex._DrainWatch, "GRACE", 0.0)
+    monkeypatch.setattr(ex.slurm, "drained_partition", lambda job: {"n1": "drained (maintenance)"})
+
+    class Pending:
+        state, job_id = "pending", "42"
+
+    watch = ex._DrainWatch()
+    watch.next_check = 0.0
+    assert watch.cancel_if_no_node_can_start([Pending()]) is False
+    assert "n1 is drained (maintenance)" in capsys.readouterr().err

@@ -398,8 +398,9 @@ def cancel(runs: list[Run], reason: str = "cancelled by hpclab") -> None:
 
 
 class _DrainWatch:
-    """Stops the wait when no node can ever start the pending jobs: every node of their partition
-    drained (Slurm drains a node after a failed launch, and only a person resumes it). Asks
+    """On the embedded cluster, stops the wait when no node can ever start the pending jobs: every
+    node of their partition drained (Slurm drains a node after a failed launch, and only a person
+    resumes it); on a site's cluster it says so once and keeps waiting. Asks
     Slurm every CHECK seconds and gives up once it has seen that for GRACE seconds, so a node
     an admin or `hpclab cluster up` is resuming right now is not mistaken for a lost one."""
 
@@ -426,6 +427,12 @@ class _DrainWatch:
         if now - self.since < self.GRACE:
             return False
         nodes = ", ".join(f"{n} is {s}" for n, s in sorted(drained.items()))
+        if os.environ.get("HPCLAB_SITE", "local") != "local":
+            # A site's admins drain nodes on purpose (maintenance) and resume them: say so and
+            # keep the job in the queue; only the embedded cluster has no one to resume them.
+            notice(f"drained-{nodes}", f"no node of the job's partition can start it now: {nodes}; "
+                   "it waits until the admins resume one (hpclab keeps waiting)")
+            return False
         live = [r for r in runs if r.state not in slurm.TERMINAL]
         slurm.scancel([r.job_id for r in live if r.job_id])
         for r in live:
