@@ -10,7 +10,13 @@ SYSTEM_PACKAGES=(
   hwloc libhwloc-dev numactl likwid
   gcc g++ make pkg-config python3-venv python3-dev
   iproute2 util-linux procps valgrind linux-perf chromium bubblewrap
+  python3-otf2 otf2-tools
+  # the classroom (make classroom): JupyterHub's proxy runs on node; modules come from Lmod;
+  # students' servers run on Debian's own python3 (the one every account can execute)
+  nodejs lmod python3 passwd
 )
+# Debian ships npm as its own package; NodeSource's nodejs (CI's image) bundles it.
+command -v npm >/dev/null || SYSTEM_PACKAGES+=(npm)
 
 say() { printf '[setup] %s\n' "$*"; }
 
