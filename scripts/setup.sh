@@ -78,6 +78,24 @@ else
   say "python environment: ready"
 fi
 
+# 2b. OTF2's Python bindings (issue 21: hpclab trace --otf2, OTF2 import) -------------------------
+# Debian's python3-otf2 is built for Debian's python3; the venv does not see dist-packages, and must
+# not see all of it (Debian's numpy & co. would shadow the pinned ones). When the venv runs the same
+# Python minor version, only the two packages of the bindings (otf2, _otf2) are linked into it;
+# hpclab/trace/otf2_format.py names the package when they are missing.
+otf2_dist=/usr/lib/python3/dist-packages
+if [[ -d $otf2_dist/otf2 && -d $otf2_dist/_otf2 ]] && command -v /usr/bin/python3 >/dev/null; then
+  venv_site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  venv_ver=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  deb_ver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [[ $venv_ver == "$deb_ver" ]]; then
+    for pkg in otf2 _otf2; do ln -sfn "$otf2_dist/$pkg" "$venv_site/$pkg"; done
+    say "OTF2 bindings: Debian's python3-otf2 linked into .venv"
+  else
+    say "OTF2 bindings: .venv runs Python $venv_ver, python3-otf2 is built for $deb_ver: OTF2 export/import unavailable"
+  fi
+fi
+
 # 3. C kernels ---------------------------------------------------------------------------------
 if [[ -f src/Makefile ]]; then
   make -s -C src
