@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 HPCLAB := $(VENV)/bin/hpclab
 PYTEST_ARGS ?=
 
-.PHONY: help setup build cluster-up cluster-down cluster-status course test bench lab grade-demo grade clean
+.PHONY: help setup build cluster-up cluster-down cluster-status course test bench lab grade-demo grade classroom classroom-down bench-classroom clean
 
 help:
 	@echo "make course        set up, start the local cluster, run every notebook and lab, write the report"
@@ -15,6 +15,8 @@ help:
 	@echo "make bench         benchmarks into build/bench/"
 	@echo "make grade-demo    grade a simulated class with nbgrader (one line per student)"
 	@echo "make grade STEP=.. instructor pipeline step (see grader/README.md)"
+	@echo "make classroom     a summer school here: accounts, JupyterHub, Slurm limits, grading (STUDENTS=30)"
+	@echo "make bench-classroom  30 simulated students through the hub: build/classroom/load.json"
 	@echo "make cluster-up | cluster-down | cluster-status"
 
 setup:
@@ -51,6 +53,17 @@ grade-demo: setup
 #   make grade STEP=release COURSE=~/class LAB=lab-transports   (steps: init release collect autograde feedback export)
 grade: setup
 	@$(PY) -m hpclab.grading $(STEP) $(COURSE) $(LAB) $(ARGS)
+
+STUDENTS ?= 30
+INSTRUCTORS ?= 1
+classroom: cluster-up
+	@$(HPCLAB) classroom up --students $(STUDENTS) --instructors $(INSTRUCTORS)
+
+classroom-down:
+	@$(HPCLAB) classroom down
+
+bench-classroom: classroom
+	@$(PY) bench/classroom.py
 
 clean:
 	rm -rf build/bin build/lib build/course build/bench

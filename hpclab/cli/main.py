@@ -13,7 +13,7 @@ import sys
 from hpclab.core.errors import HpclabError
 
 # Modules that add subcommands; a missing one (a part not built yet) is skipped.
-COMMAND_MODULES = ["hpclab.cli.run", "hpclab.cli.trace", "hpclab.cli.course"]
+COMMAND_MODULES = ["hpclab.cli.run", "hpclab.cli.trace", "hpclab.cli.course", "hpclab.cli.classroom"]
 
 
 def _cluster(args: argparse.Namespace) -> int:

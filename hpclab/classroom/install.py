@@ -1,0 +1,108 @@
+"""The course as students run it: a world-readable copy of the course and a venv of Debian's
+python3, below the classroom's folder.
+
+Why a copy: a checkout may sit under /root (0700), and the project's .venv may be built on a
+Python only root can execute (pyenv under /root); a student's server and jobs can use neither.
+The copy is refreshed at every `up` (students' own notebooks live in their homes and are never
+touched); the venv is rebuilt only when pyproject.toml changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from hpclab.core import paths
+from hpclab.core.errors import HpclabError
+from hpclab.core.io import write_atomic
+from hpclab.classroom.layout import ClassroomLayout
+
+# What a student's server and jobs read: the package, the course, its templates and profiles,
+# the kernels' sources and builds. Nothing of the instructors' (grader/ stays with them).
+COURSE_ITEMS = ["hpclab", "notebooks", "labs", "slurm-templates", "sites", "jupyter", "src", "docs",
+                "pyproject.toml", "README.md", "build/bin", "build/lib"]
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
+
+
+def copy_course(lay: ClassroomLayout, source: Path | None = None) -> list[str]:
+    """Refresh lay.course from the checkout; return what was copied."""
+    source = Path(source or paths.repo())
+    missing = [item for item in ("build/bin", "build/lib") if not (source / item).is_dir()]
+    if missing:
+        raise HpclabError(f"the kernels are not built in {source} ({', '.join(missing)} missing)",
+                          "run 'make setup' (it builds them), then 'make classroom' again")
+    lay.course.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for item in COURSE_ITEMS:
+        src, dst = source / item, lay.course / item
+        if not src.exists():
+            continue
+        if dst.is_dir() and not dst.is_symlink():
+            shutil.rmtree(dst)
+        elif dst.exists():
+            dst.unlink()
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=IGNORED, symlinks=False)
+        else:
+            shutil.copy2(src, dst)
+        copied.append(item)
+    _readable_by_all(lay.root)
+    return copied
+
+
+def _readable_by_all(root: Path) -> None:
+    """root's, not writable by others, readable (and, where it was executable, executable) by all."""
+    for folder, dirs, files in os.walk(root):
+        if Path(folder) in (root / "hub", root / "instructors", root / "exchange"):
+            dirs[:] = []
+            continue
+        os.chmod(folder, 0o755)
+        for name in files:
+            p = Path(folder) / name
+            if p.is_symlink() or p.name == "classroom.json":
+                continue
+            mode = p.stat().st_mode
+            p.chmod(0o755 if mode & 0o100 else 0o644)
+
+
+def venv_stamp(lay: ClassroomLayout) -> Path:
+    return lay.venv / ".hpclab-stamp"
+
+
+def wanted_stamp(lay: ClassroomLayout) -> str:
+    return hashlib.sha256((lay.course / "pyproject.toml").read_bytes()).hexdigest()[:16]
+
+
+def ensure_venv(lay: ClassroomLayout, log: Path) -> bool:
+    """Build the students' venv from Debian's python3 with the course installed (editable, so its
+    paths are the copy's); True if it was (re)built. pip's output goes to `log`."""
+    if lay.python.exists() and venv_stamp(lay).exists() and venv_stamp(lay).read_text().strip() == wanted_stamp(lay):
+        return False
+    if not SYSTEM_PYTHON.exists():
+        raise HpclabError(f"{SYSTEM_PYTHON} is missing: students' servers need a Python every account can run",
+                          "install Debian's python3 and python3-venv ('make setup' does), then run up again")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "MPICC": "mpicc", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.pop("PYTHONPATH", None)
+    with open(log, "a") as out:
+        steps = []
+        if not lay.python.exists():
+            steps.append([str(SYSTEM_PYTHON), "-m", "venv", str(lay.venv)])
+        # mpi4py is compiled against the system Open MPI, as in the project's own venv.
+        steps.append([str(lay.python), "-m", "pip", "install", "-q", "--no-binary", "mpi4py",
+                      "-e", f"{lay.course}[classroom]"])
+        for argv in steps:
+            out.write(f"\n$ {' '.join(argv)}\n")
+            out.flush()
+            r = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=lay.root)
+            if r.returncode != 0:
+                raise HpclabError(f"building the students' Python environment failed (exit {r.returncode})",
+                                  f"read {log}; PyPI must be reachable for the first 'up'")
+    write_atomic(venv_stamp(lay), wanted_stamp(lay) + "\n")
+    _readable_by_all(lay.venv)
+    return True
