@@ -1,16 +1,21 @@
 """Configuration of the embedded Slurm cluster: layout of the state folder and the config files.
 
-Everything the cluster writes lives below one state folder (hpclab.core.paths.state_dir(), git-ignored):
+Everything the cluster writes lives below one state folder (hpclab.core.paths.state_dir(), git-ignored),
+except what users and daemons other than root must reach:
 
-    etc/       slurm.conf, slurmdbd.conf, the munge key, the database password
-    run/       pid files and the munge socket
-    log/       one log per daemon
-    spool/     slurmctld state and one slurmd spool per node
-    mariadb/   the accounting database's data directory and socket
+    state folder (the checkout's build/cluster unless HPCLAB_STATE says otherwise)
+      run/       pid files
+      log/       one log per daemon
+      spool/     slurmctld's saved state
+      mariadb/   the accounting database's data directory and socket
+    its folder below /var/lib/hpclab (hpclab.core.paths.daemon_state_dir: root's, 0755)
+      etc/       slurm.conf and what it includes, which every Slurm client reads (any user's
+                 sbatch), and slurmdbd.conf and the database password (0600, root's)
+      spool/     one slurmd spool per node: a job's script is executed from there as its user
+      munge/     munged's key (0400), socket, log, pid and seed, owned by the munge user
 
-munged does not run as root, and a checkout may sit under a home only root can enter (Debian's
-/root is 0700), so munged's folder (key, socket, log, pid and seed) is not below the state folder
-but in a per-checkout folder under /var/lib/hpclab (hpclab.core.paths.daemon_state_dir).
+A checkout may sit under a home only root can enter (Debian's /root is 0700): a student's sbatch,
+a job running as that student and munged (not root) would then reach nothing below it.
 
 Node lines are the machine's own: CPUs, sockets, cores, threads and memory come from `slurmd -C`,
 checked against hwloc, so the cluster never claims cores the machine does not have.
@@ -27,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hpclab.core import paths
-from hpclab.core.io import write_if_changed
+from hpclab.core.io import write_atomic, write_if_changed
 from hpclab.core.errors import HpclabError
 
 CLUSTER_NAME = "hpclab"
@@ -81,7 +86,8 @@ class Layout:
 
     @property
     def etc(self) -> Path:
-        return self.root / "etc"
+        # Slurm's clients read slurm.conf as whichever user runs them: outside the checkout.
+        return self.daemon_root / "etc"
 
     @property
     def run(self) -> Path:
@@ -94,6 +100,11 @@ class Layout:
     @property
     def spool(self) -> Path:
         return self.root / "spool"
+
+    @property
+    def slurmd_spool(self) -> Path:
+        # A batch job's script is executed from the spool by the job's own user.
+        return self.daemon_root / "spool"
 
     @property
     def mariadb(self) -> Path:
@@ -110,6 +121,12 @@ class Layout:
     @property
     def cgroup_conf(self) -> Path:
         return self.etc / "cgroup.conf"
+
+    @property
+    def policy_conf(self) -> Path:
+        """Who may run what (accounts, QOS, priorities, privacy): empty for one user, written by
+        the classroom; slurm.conf includes it."""
+        return self.etc / "policy.conf"
 
     @property
     def job_cgroup_tidy(self) -> Path:
@@ -143,8 +160,15 @@ class Layout:
         return self.log / f"{daemon}.log"
 
     def make_dirs(self) -> None:
-        for d in (self.etc, self.run, self.log, self.spool, self.mariadb):
+        # Every folder on the way to the daemon folder is root's and 0755: munged checks that
+        # none is writable by others, and every user's Slurm client must get through.
+        for folder in (paths.SYSTEM_STATE_ROOT, self.daemon_root):
+            folder.mkdir(mode=0o755, exist_ok=True)
+            folder.chmod(0o755)
+        for d in (self.etc, self.slurmd_spool, self.run, self.log, self.spool, self.mariadb):
             d.mkdir(parents=True, exist_ok=True)
+        for d in (self.etc, self.slurmd_spool):
+            d.chmod(0o755)
 
 
 def layout() -> Layout:
@@ -199,11 +223,12 @@ def save_nodes(lay: Layout, nodes: list[Node]) -> None:
 
 
 def load_nodes(lay: Layout) -> list[Node]:
-    if not lay.nodes_json.exists():
+    # A cluster started before etc/ moved out of the checkout keeps its node list there until its
+    # next start: `down` must still find (and stop) its slurmds.
+    found = next((p for p in (lay.nodes_json, lay.root / "etc" / "nodes.json") if p.exists()), None)
+    if found is None:
         return []
-    return [
-        Node(**{**n, "hardware": NodeHardware(**n["hardware"])}) for n in json.loads(lay.nodes_json.read_text())
-    ]
+    return [Node(**{**n, "hardware": NodeHardware(**n["hardware"])}) for n in json.loads(found.read_text())]
 
 
 def db_password(lay: Layout) -> str:
@@ -263,7 +288,7 @@ AuthInfo=socket={lay.munge_socket},cred_expire=30
 CredType=cred/munge
 
 StateSaveLocation={lay.spool}/slurmctld
-SlurmdSpoolDir={lay.spool}/slurmd-%n
+SlurmdSpoolDir={lay.slurmd_spool}/slurmd-%n
 SlurmctldPidFile={lay.pidfile('slurmctld')}
 SlurmdPidFile={lay.run}/slurmd-%n.pid
 SlurmctldLogFile={lay.logfile('slurmctld')}
@@ -315,6 +340,9 @@ JobAcctGatherFrequency=task=1
 
 {chr(10).join(node_lines)}
 PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+
+# Accounting enforcement, QOS, fair share and privacy for a room of students (hpclab classroom).
+Include {lay.policy_conf}
 """
 
 
@@ -407,4 +435,10 @@ def write_configs(lay: Layout, nodes: list[Node]) -> None:
         lay.job_cgroup_tidy.unlink(missing_ok=True)
     # slurmdbd refuses a config that others can read: it holds the database password.
     write_if_changed(lay.slurmdbd_conf, render_slurmdbd_conf(lay), mode=0o600)
+    if not lay.policy_conf.exists():
+        write_atomic(lay.policy_conf, NO_POLICY)
     save_nodes(lay, nodes)
+
+
+NO_POLICY = (f"{MARKER}: the scheduling policy, included by slurm.conf.\n"
+             "# Empty: one user, no limits. 'hpclab classroom up' writes a room's policy here.\n")

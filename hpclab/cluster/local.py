@@ -224,6 +224,15 @@ def _sacctmgr(lay: Layout, args: list[str], timeout: float = 20) -> subprocess.C
     return commands.run(["sacctmgr", *args], "ask sacctmgr", env=_env(lay), timeout=timeout)
 
 
+def sacctmgr(args: list[str], what: str, timeout: float = 20) -> str:
+    """Administer the embedded cluster's accounting (accounts, users, QOS): sacctmgr -i ARGS;
+    its output, or HpclabError saying we could not `what`."""
+    lay = config.layout()
+    return commands.output(["sacctmgr", "-i", *args], what,
+                           f"is the cluster up ('hpclab cluster status')? read {lay.logfile('slurmdbd')}",
+                           env=_env(lay), timeout=timeout)
+
+
 def _sacctmgr_ok(lay: Layout) -> bool:
     r = _sacctmgr(lay, ["-n", "-P", "show", "cluster", "format=cluster"])
     return r is not None and r.returncode == 0
@@ -377,6 +386,30 @@ def _up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
     else:
         release_held_jobs(lay)
     return UpReport(False, time.monotonic() - t0, [n.name for n in nodes], _link_system_conf(lay))
+
+
+def apply_policy(text: str, timeout: float = 60.0) -> bool:
+    """Make `text` the cluster's scheduling policy (policy.conf, included by slurm.conf); True if
+    it changed. A running controller is restarted, since Slurm reads PriorityType and
+    AccountingStorageEnforce only at start: it saves its state on SIGTERM and recovers every
+    queued and running job, and the slurmds keep running their jobs meanwhile."""
+    with cluster_lock():
+        lay = config.layout()
+        lay.make_dirs()
+        if not write_if_changed(lay.policy_conf, text):
+            return False
+        ctld = slurmctld_daemon(lay)
+        if ctld.running():
+            ctld.stop()
+            ctld.start()
+            names = [n.name for n in config.load_nodes(lay)]
+            _wait(lambda: _nodes_ready(lay, names), "the nodes to answer the restarted controller", timeout,
+                  lay.logfile("slurmctld"))
+            # The slurmds read the new file too (Slurm compares every daemon's slurm.conf digest).
+            commands.run(["scontrol", "reconfigure"], "tell the daemons to re-read slurm.conf", env=_env(lay),
+                         timeout=20)
+            _kick_scheduler(lay)
+        return True
 
 
 # Slurm's reason for a job it requeued and held because the launch failed on a node that still
