@@ -1,5 +1,5 @@
-"""`hpclab trace RUN [--model ideal|hockney|FILE] [--compare OTHER_RUN]`: analyse the MPI trace
-of a run folder.
+"""`hpclab trace RUN [--model ideal|hockney|FILE] [--compare OTHER_RUN] [--otf2 DIR]`: analyse the
+MPI trace of a run folder (or of an OTF2 archive: its anchor file, or the folder holding it).
 
 Prints the clock-condition violations the loader counted, the flat profile, the four-way split
 (compute / transfer / load imbalance / dependency) with POP efficiencies and the top wait states,
@@ -7,6 +7,9 @@ and writes the imbalance diagram, message matrix (node-aggregated when ranks sha
 timelines (real and replayed) as PNGs into the run folder. Existing files are never overwritten:
 a numbered suffix is added instead. With --compare, also the per-function ratios and the two
 splits side by side (OTHER_RUN / RUN).
+
+With --otf2 DIR, the trace is written as an OTF2 archive into DIR (a new or empty folder) instead,
+for otf2-print, Vampir, Scalasca and Cube (hpclab/trace/otf2_write.py; docs/otf2.md).
 
 T_ideal comes from the same ideal network as notebook 05 and tests/test_replay_fidelity.py:
 hpclab.analysis.imbalance.ideal_model with this machine's Open MPI eager limit (rendezvous kept), or
@@ -20,25 +23,39 @@ from pathlib import Path
 
 from hpclab.core.errors import HpclabError
 from hpclab.runs.folder import RunFolder
+from hpclab.trace.otf2_format import anchor_file
 
 
 def add_commands(subparsers) -> None:
     """Register the `trace` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser("trace", help="profile, split and plots of a traced run",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("run", help="run folder (or its name under the runs directory)")
+    p.add_argument("run", help="run folder (or its name under the runs directory), or an OTF2 "
+                               "archive (anchor file *.otf2 or its folder, e.g. Score-P's scorep-*/)")
     p.add_argument("--model", default="hockney",
                    help="network model to replay on besides the ideal one: ideal, hockney "
                         "(illustrative preset) or a YAML/JSON file (see hpclab/trace/model.py)")
     p.add_argument("--compare", metavar="OTHER_RUN",
                    help="a second traced run folder: print per-function ratios (OTHER_RUN / RUN) "
                         "and both splits side by side")
+    p.add_argument("--otf2", metavar="DIR",
+                   help="write the trace as an OTF2 archive into DIR (new or empty folder) and say "
+                        "how to open it; nothing is analysed")
     p.set_defaults(func=run_trace)
 
 
 def _run_dir(ref: str) -> Path:
-    # Any folder with a trace/ in it, whatever wrote it: the one opener, RunFolder.open.
+    # Any folder with a trace/ in it, whatever wrote it: the one opener, RunFolder.open. An OTF2
+    # archive is a path as given: load_run reads it, the figures go next to its anchor file.
+    if not (Path(ref) / "trace").is_dir():
+        anchor = anchor_file(ref)
+        if anchor is not None:
+            return anchor
     return RunFolder.open(ref, marker="trace").path
+
+
+def _figure_dir(run: Path) -> Path:
+    return run.parent if run.is_file() else run
 
 
 def fresh_path(folder: Path, name: str) -> Path:
@@ -95,6 +112,8 @@ def run_trace(args: argparse.Namespace) -> int:
     from hpclab.plots.trace import heatmap_figure, imbalance_figure, timeline_figure  # matplotlib: only when drawing
     from hpclab.trace.waitstates import by_callsite, wait_states
 
+    if args.otf2:
+        return _export(run, load_run(run, strict=False), Path(args.otf2))
     ideal_net, note = ideal_network()
     model = ideal_net if args.model == "ideal" else load_model(args.model)
     other = _run_dir(args.compare) if args.compare else None
@@ -146,6 +165,7 @@ def run_trace(args: argparse.Namespace) -> int:
         _print_comparison(run, trace, s, other, ideal_net)
 
     written = []
+    run = _figure_dir(run)
     fig = imbalance_figure(splits)
     written.append(_save(fig, run, "trace-imbalance.png"))
     mm = message_matrix(trace)
@@ -160,6 +180,28 @@ def run_trace(args: argparse.Namespace) -> int:
         written.append(_save(timeline_figure(modelled, title=f"Timeline ({model.name})"), run,
                              f"trace-timeline-{model.name}.png"))
     print("\nwrote " + ", ".join(str(w) for w in written))
+    return 0
+
+
+def _export(run: Path, trace, folder: Path) -> int:
+    """--otf2: write the archive and say where it is and what reads it."""
+    # imported when the command runs (pandas, the trace stack): other commands start without it
+    from hpclab.trace.matching import match
+    from hpclab.trace.otf2_write import export_trace
+    anchor = export_trace(trace, folder).resolve()
+    messages = len(match(trace).messages)
+    print(f"wrote the OTF2 archive {anchor.parent} from {run}: {trace.nranks} ranks, "
+          f"{len(trace.events)} calls and region markers, {messages} messages; timestamps in ns "
+          "(timer resolution 10^9 ticks/s)")
+    tools = [(f"otf2-print {anchor}", "every record as text (Debian/Ubuntu package otf2-tools)"),
+             (f"vampir {anchor}", "timeline, message lines, the CPU-time counter (Vampir)"),
+             (f"mpirun -np {trace.nranks} scout.mpi {anchor}",
+              "Scalasca's wait states; open the scout.cubex it writes with Cube"),
+             (f"hpclab trace {anchor}", "this course's split, wait states, matrix and timelines")]
+    width = max(len(cmd) for cmd, _ in tools)
+    print(f"open it (to take it home, copy the whole folder {anchor.parent.name}/):")
+    for cmd, what in tools:
+        print(f"  {cmd.ljust(width)}  {what}")
     return 0
 
 

@@ -27,6 +27,7 @@ from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.trace.events import Trace, empty_events, normalise
 from hpclab.trace.matching import match
+from hpclab.trace.otf2_read import is_archive, load_archive
 
 MAGIC = b"MPITRACE"
 VERSION = 2
@@ -459,7 +460,12 @@ def load_dir(path: str | os.PathLike, strict: bool = True, cache: bool | None = 
 
 
 def load_run(run_dir: str | os.PathLike, strict: bool = True, cache: bool | None = None) -> Trace:
-    """Load the trace of a run folder (it lives in <run_dir>/trace/). See load_dir."""
+    """Load the trace of a run folder (it lives in <run_dir>/trace/). See load_dir.
+
+    An OTF2 archive (its anchor file, or the folder holding it, and no trace/ in that folder) is
+    read by hpclab.trace.otf2_read.load_archive into the same event table."""
+    if not (Path(run_dir) / "trace").is_dir() and is_archive(run_dir):
+        return load_archive(run_dir)
     folder = Path(run_dir) / "trace"
     if not folder.is_dir():
         raise HpclabError(f"run folder {run_dir} has no trace/ folder",
