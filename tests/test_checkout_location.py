@@ -82,9 +82,9 @@ def test_cluster_runs_a_job_from_a_checkout_under_a_0700_home(cluster, open_tmp)
     env = {**os.environ, "HPCLAB_HOME": str(clone), "PYTHONPATH": str(clone)}
     for key in ("HPCLAB_STATE", "HPCLAB_RUNS", "SLURM_CONF"):
         env.pop(key, None)
-    env["SLURM_CONF"] = str(clone / "build" / "cluster" / "etc" / "slurm.conf")
     hpclab = [sys.executable, "-m", "hpclab.cli.main"]
     daemon_dir = paths.daemon_state_dir(clone / "build" / "cluster")
+    env["SLURM_CONF"] = str(daemon_dir / "etc" / "slurm.conf")
 
     cl.down()  # one cluster at a time: the copy uses the same ports
     try:
@@ -106,6 +106,15 @@ def test_cluster_runs_a_job_from_a_checkout_under_a_0700_home(cluster, open_tmp)
                                env=env, capture_output=True, text=True, timeout=120)
         assert batch.returncode == 0, batch.stderr
         assert "Success" in (clone / "out.txt").read_text()
+        # A user who cannot enter the checkout still reads the configuration and runs a batch
+        # job, whose script slurmd executes from its spool as that user.
+        nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        out = open_tmp / "nobody.txt"
+        open_tmp.chmod(0o1777)
+        batch = subprocess.run([*nobody, "sbatch", "--parsable", "--wait", f"--output={out}", "--chdir=/tmp",
+                                "--wrap", "id -un"], env=env, capture_output=True, text=True, timeout=120)
+        assert batch.returncode == 0, batch.stderr
+        assert out.read_text().strip() == "nobody"
     finally:
         subprocess.run([*hpclab, "cluster", "down"], env=env, cwd=clone, capture_output=True, timeout=120)
         shutil.rmtree(daemon_dir, ignore_errors=True)

@@ -11,8 +11,10 @@ except what users and daemons other than root must reach:
     its folder below /var/lib/hpclab (hpclab.core.paths.daemon_state_dir: root's, 0755)
       etc/       slurm.conf and what it includes, which every Slurm client reads (any user's
                  sbatch), and slurmdbd.conf and the database password (0600, root's)
-      spool/     one slurmd spool per node: a job's script is executed from there as its user
       munge/     munged's key (0400), socket, log, pid and seed, owned by the munge user
+
+    /var/spool/hpclab/<hash>/slurmd-<node>/: slurmd's spool, from which a job's script is executed
+                 as its user (a short path: PMIx's sockets live there)
 
 A checkout may sit under a home only root can enter (Debian's /root is 0700): a student's sbatch,
 a job running as that student and munged (not root) would then reach nothing below it.
@@ -103,8 +105,9 @@ class Layout:
 
     @property
     def slurmd_spool(self) -> Path:
-        # A batch job's script is executed from the spool by the job's own user.
-        return self.daemon_root / "spool"
+        # A batch job's script is executed from the spool by the job's own user; see
+        # paths.short_spool_dir for why this path is short.
+        return paths.short_spool_dir(self.root)
 
     @property
     def mariadb(self) -> Path:
@@ -162,13 +165,12 @@ class Layout:
     def make_dirs(self) -> None:
         # Every folder on the way to the daemon folder is root's and 0755: munged checks that
         # none is writable by others, and every user's Slurm client must get through.
-        for folder in (paths.SYSTEM_STATE_ROOT, self.daemon_root):
+        for folder in (paths.SYSTEM_STATE_ROOT, self.daemon_root, paths.SPOOL_ROOT, self.slurmd_spool):
             folder.mkdir(mode=0o755, exist_ok=True)
             folder.chmod(0o755)
-        for d in (self.etc, self.slurmd_spool, self.run, self.log, self.spool, self.mariadb):
+        for d in (self.etc, self.run, self.log, self.spool, self.mariadb):
             d.mkdir(parents=True, exist_ok=True)
-        for d in (self.etc, self.slurmd_spool):
-            d.chmod(0o755)
+        self.etc.chmod(0o755)
 
 
 def layout() -> Layout:

@@ -67,6 +67,17 @@ def daemon_state_dir(state: Path | None = None) -> Path:
     return SYSTEM_STATE_ROOT / f"{slug}-{digest}"
 
 
+SPOOL_ROOT = Path("/var/spool/hpclab")
+
+
+def short_spool_dir(state: Path | None = None) -> Path:
+    """slurmd's spool for one checkout's cluster: /var/spool/hpclab/<hash of the state folder>.
+    Short on purpose: PMIx puts a Unix socket per job step in it, and a socket path may not
+    exceed 107 bytes (a readable name like daemon_state_dir's pushed it to 112)."""
+    state = Path(state or state_dir()).resolve()
+    return SPOOL_ROOT / hashlib.sha256(str(state).encode()).hexdigest()[:10]
+
+
 def unreachable_ancestor(path: Path) -> Path | None:
     """The first folder on the way to `path` that users other than its owner cannot traverse
     (no execute bit for 'other'), or None if anyone can reach `path`."""
