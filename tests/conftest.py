@@ -30,6 +30,24 @@ def cluster():
     return env
 
 
+@pytest.fixture(scope="session")
+def classroom(cluster):
+    """A small classroom (3 students, 1 instructor) for the tests that act as its users; an
+    existing one is used as it is. One this fixture made is torn down at the end of the session
+    (accounts, homes, hub, Slurm objects; the students' venv stays for the next run)."""
+    from hpclab.classroom import layout, record, room
+
+    lay = layout.layout()
+    existed = not record.load(lay.record).empty
+    try:
+        room.up(students=max(3, record.load(lay.record).settings.get("students", 0)), instructors=1)
+    except HpclabError as e:
+        pytest.fail(f"could not bring the classroom up: {e}")
+    yield lay
+    if not existed:
+        room.down()
+
+
 @pytest.fixture
 def mpi_env(monkeypatch):
     """Let mpirun run as root (CI and the course VM run as root)."""

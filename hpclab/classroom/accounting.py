@@ -105,8 +105,8 @@ def remove(rec: Record) -> None:
 
 
 def _exists(kind: str, name: str) -> bool:
-    out = local.sacctmgr(["-n", "-P", "show", kind, name, "format=" + ("name" if kind != "user" else "user")],
-                         f"look up the {kind} {name}")
+    field = {"qos": "name", "account": "account", "user": "user"}[kind]
+    out = local.sacctmgr(["-n", "-P", "show", kind, name, f"format={field}"], f"look up the {kind} {name}")
     return name in out.split()
 
 

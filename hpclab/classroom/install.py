@@ -93,6 +93,8 @@ def ensure_venv(lay: ClassroomLayout, log: Path) -> bool:
         steps = []
         if not lay.python.exists():
             steps.append([str(SYSTEM_PYTHON), "-m", "venv", str(lay.venv)])
+        # Debian's pip (23.0) does not reuse the wheel it built for mpi4py: a newer pip does.
+        steps.append([str(lay.python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
         # mpi4py is compiled against the system Open MPI, as in the project's own venv.
         steps.append([str(lay.python), "-m", "pip", "install", "-q", "--no-binary", "mpi4py",
                       "-e", f"{lay.course}[classroom]"])

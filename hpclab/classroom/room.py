@@ -10,6 +10,8 @@ and the students' venv, the module files, nbgrader's exchange and course folder,
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import time
@@ -57,12 +59,27 @@ def _check_counts(students: int, instructors: int) -> None:
         raise HpclabError(f"--instructors {instructors}: a room has 1 to 9 instructors", "choose a number in that range")
 
 
+@contextlib.contextmanager
+def _lock(lay: ClassroomLayout):
+    """One `up` or `down` at a time (two would create the same accounts and build one venv twice)."""
+    lay.root.mkdir(parents=True, exist_ok=True)
+    with open(lay.root.parent / f".{lay.root.name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def up(students: int = 30, instructors: int = 1, settings: hub.HubSettings | None = None,
        limits: accounting.StudentLimits | None = None, lay: ClassroomLayout | None = None) -> UpReport:
     _check_root()
     _check_counts(students, instructors)
-    t0 = time.monotonic()
     lay = lay or layout()
+    with _lock(lay):
+        return _up(students, instructors, settings, limits, lay)
+
+
+def _up(students: int, instructors: int, settings: hub.HubSettings | None, limits: accounting.StudentLimits | None,
+        lay: ClassroomLayout) -> UpReport:
+    t0 = time.monotonic()
     settings = settings or hub.HubSettings()
     limits = limits or accounting.StudentLimits()
     lay.root.mkdir(parents=True, exist_ok=True)
@@ -120,6 +137,11 @@ def down(lay: ClassroomLayout | None = None, purge: bool = False) -> list[str]:
     (packages only, nobody's data) is kept for the next `up` unless `purge`."""
     _check_root()
     lay = lay or layout()
+    with _lock(lay):
+        return _down(lay, purge)
+
+
+def _down(lay: ClassroomLayout, purge: bool) -> list[str]:
     rec = record.load(lay.record)
     removed = []
     if hub.stop(lay, rec):
