@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpclab.core import commands, paths
-from hpclab.core.io import write_atomic
+from hpclab.core.io import write_atomic, write_if_changed
 from hpclab.cluster import config, netns
 from hpclab.cluster.config import Layout, Node
 from hpclab.cluster.daemons import Daemon, tail
