@@ -4,7 +4,8 @@ A Spec becomes a readable Slurm batch script from the Jinja2 templates in slurm-
 (`render`); the ipyparallel engines' job comes from slurm-templates/engines.sh.j2
 (`render_engines`); a one-task job step of its own (a profiler run, a kernel variant) gets its
 srun words from `step_argv`. The site's part of every submission (partition, account, QoS,
-constraint) is decided in one place, `site_options`.
+constraint) is decided in one place, `site_options`; the lines that load the site's modules (Lmod,
+hpclab.site.modules) in one place too, `module_lines`, for batch scripts and job steps alike.
 
 The template search path is $HPCLAB_TEMPLATES (a ':'-separated list of folders, searched first,
 so an instructor can override any template) followed by the repository's slurm-templates/. Each
@@ -27,6 +28,7 @@ import jinja2
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.kernels import registry
+from hpclab.site import modules as site_modules
 from hpclab.site.profile import Site
 from hpclab.site.slurm import slurm_env
 from hpclab.spec.model import Spec
@@ -83,6 +85,13 @@ def site_options(site: Site, partition: str | None = None) -> dict[str, str]:
         if getattr(site, key):
             opts[key] = str(getattr(site, key))
     return opts
+
+
+def module_lines(site: Site) -> list[str]:
+    """The bash lines that load the site's modules (after `module use` of its modulepath), each
+    failure stopping the job with a message naming the module (hpclab.site.modules.load_lines);
+    [] for a site without modules."""
+    return site_modules.load_lines(site.modules, site.modulepath)
 
 
 def _sbatch_line(key: str, value: str) -> str:
@@ -189,7 +198,8 @@ def render(spec: Spec, site: Site, run_dir: Path, bin_dir: Path | None = None,
         "kernel": spec.kernel, "experiment": spec.experiment, "run_id": Path(run_dir).name,
         "template": name, "run_dir": str(run_dir), "trace": spec.trace,
         "sbatch_lines": sorted(_sbatch_line(k, v) for k, v in options.items()),
-        "sbatch": options, "modules": list(site.modules), "env": list(job_environment(spec, site).items()),
+        "sbatch": options, "modules": list(site.modules), "module_lines": module_lines(site),
+        "env": list(job_environment(spec, site).items()),
         "launcher": launcher, "launch": _wrap(launch_argv(spec, site, bin_dir=bin_dir, lib_dir=lib_dir)),
         "kernel_exe": str(bin_dir / registry.get(spec.kernel).binary),
         "binding_pattern": "cpu-bind" if launcher == "srun" else "MCW rank",
@@ -235,7 +245,8 @@ def render_engines(site: Site, *, ranks: int, folder: Path, log: Path, time: str
     context = {
         "ranks": ranks, "template": "engines.sh.j2",
         "sbatch_lines": sorted(_sbatch_line(k, v) for k, v in options.items()),
-        "modules": list(site.modules), "env": sorted((k, str(v)) for k, v in env.items()),
+        "modules": list(site.modules), "module_lines": module_lines(site),
+        "env": sorted((k, str(v)) for k, v in env.items()),
         "srun_mpi": site.srun_mpi, "engine": " ".join(shlex.quote(str(w)) for w in engine_argv),
     }
     text = _render_template("engines.sh.j2", context, dirs,
@@ -248,12 +259,17 @@ def step_argv(site: Site, *, job_name: str, time: str, partition: str | None = N
     """srun words that run one command as a job step with an allocation of its own (a profiler
     run, a kernel variant): `ntasks` tasks of `cpus_per_task` cores bound with `cpu_bind`, the
     site's PMI, partition, account, QoS and constraint (site_options), the time limit `time`
-    (HH:MM:SS) and the job name `job_name`. Append the command's words to them."""
+    (HH:MM:SS) and the job name `job_name`; on a site with modules, a `bash -c` that loads them
+    (module_lines) and then runs the command. Append the command's words to them."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", job_name):
         raise HpclabError(f"job name {job_name!r} is not a plain word", "use letters, digits, '.', '_', '-'")
     words = ["srun", f"--ntasks={ntasks}", f"--cpus-per-task={cpus_per_task}", f"--cpu-bind={cpu_bind}",
              f"--mpi={site.srun_mpi}", f"--time={time}", f"--job-name={job_name}", "--quiet"]
-    return words + [f"--{k}={v}" for k, v in site_options(site, partition).items()]
+    words += [f"--{k}={v}" for k, v in site_options(site, partition).items()]
+    lines = module_lines(site)
+    if lines:  # the command's words become "$@" of this little script
+        words += ["bash", "-c", "\n".join([*lines, 'exec "$@"']), "hpclab-step"]
+    return words
 
 
 def step_env(site: Site, threads: int = 1) -> dict[str, str]:

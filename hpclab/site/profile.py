@@ -1,11 +1,13 @@
 """Site profiles: where jobs run and how they are launched.
 
 A site is a YAML file in sites/ (checked against sites/schema.json; unknown keys are errors)
-naming partitions, account, QoS, modules and the default launcher. `load_site()` picks the
-profile named by HPCLAB_SITE, else `local` (the embedded cluster). This module also answers the
-questions validation asks about the machine: how many nodes and cores a partition has (from the
-file, or from `sinfo` when `discover_cores` is true), which Open MPI components and parameters
-exist (`ompi_info --parsable --all`, cached), and which NUMA nodes exist (`numactl -H`).
+naming partitions, account, QoS, modules (and the folders they are found in, modulepath) and the
+default launcher. `load_site()` picks the profile named by HPCLAB_SITE, else `local` (the embedded
+cluster); site/modules.py turns modules and modulepath into a job's `module load` lines. This
+module also answers the questions validation asks about the machine: how many nodes and cores a
+partition has (from the file, or from `sinfo` when `discover_cores` is true), which Open MPI
+components and parameters exist (`ompi_info --parsable --all`, cached), and which NUMA nodes exist
+(`numactl -H`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Site:
     modules: tuple[str, ...] = ()
     extra_sbatch: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
+    modulepath: tuple[str, ...] = ()  # folders `module use`d before the modules load (site/modules.py)
     source: Path | None = None
 
     def partition_names(self) -> list[str]:
@@ -152,6 +155,7 @@ def load_site(name_or_path: str | os.PathLike | None = None) -> Site:
         modules=tuple(data.get("modules", [])),
         extra_sbatch=dict(data.get("extra_sbatch", {})),
         env=dict(data.get("env", {})),
+        modulepath=tuple(data.get("modulepath", [])),
         source=path,
     )
 

@@ -25,9 +25,19 @@
 set -uo pipefail
 
 # environment
-module load gcc/12
-module load openmpi/4.1
-module load hwloc
+# modules: the job's own `module` command (a site's), else Lmod's; a failure stops the job
+hpclab_stop() { echo "hpclab: $1" >&2; exit 1; }
+hpclab_not_loaded() {  # $1: a module `module load` refused; unknown, or known but broken
+  module is-avail "$1" 2>/dev/null && hpclab_stop "module $1 did not load (Lmod says why above)"
+  hpclab_stop "module $1 is unknown here (MODULEPATH=${MODULEPATH:-}; module avail lists the modules)"
+}
+if ! type module >/dev/null 2>&1; then
+  [[ -r /usr/share/lmod/lmod/init/bash ]] || hpclab_stop 'no module command and no Lmod (/usr/share/lmod/lmod/init/bash) for modules gcc/12 openmpi/4.1 hwloc: install lmod or drop the modules from the site profile'
+  source /usr/share/lmod/lmod/init/bash
+fi
+module load gcc/12 || hpclab_not_loaded gcc/12
+module load openmpi/4.1 || hpclab_not_loaded openmpi/4.1
+module load hwloc || hpclab_not_loaded hwloc
 export OMPI_MCA_btl='^openib'
 export OMPI_MCA_pml=ob1
 export UCX_LOG_LEVEL=error
