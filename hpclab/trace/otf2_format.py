@@ -38,9 +38,20 @@ CPU_METRIC_DESCRIPTION = "CPU time of the calling thread at each MPI call's entr
 
 # Attributes carrying what OTF2 records cannot (written only where needed, see otf2_write).
 ATTR_PREFIX = "hpclab::"
-INT_ATTRS = ("seq", "peer", "tag", "comm", "bytes", "req", "root", "recv_peer", "recv_tag",
-             "recv_bytes", "marker_ns", "marker_cpu_ns")
+ATTRS = {
+    "seq": "the call's number in its rank's hpclab trace",
+    "peer": "world rank of the peer (-2: MPI_PROC_NULL, -1: none or unknown)",
+    "tag": "message tag (-1: none)", "comm": "hpclab communicator id (0: MPI_COMM_WORLD)",
+    "bytes": "message bytes, or the rank's contribution to a collective",
+    "req": "hpclab request id", "root": "world rank of the collective's root",
+    "recv_peer": "MPI_Sendrecv: world rank the receive came from",
+    "recv_tag": "MPI_Sendrecv: tag of the receive", "recv_bytes": "MPI_Sendrecv: bytes received",
+    "marker_ns": "duration of the region marker call (ns)",
+    "marker_cpu_ns": "CPU time of the region marker call (ns)",
+    "completes": "request ids this call completed, in handle order (comma-separated)",
+}
 STRING_ATTRS = ("completes",)
+INT_ATTRS = tuple(a for a in ATTRS if a not in STRING_ATTRS)
 
 # Communicators other than MPI_COMM_WORLD are named with the course's id, so a round trip keeps it.
 WORLD_NAME = "MPI_COMM_WORLD"

@@ -162,7 +162,9 @@ def _read(otf2, reader, anchor: Path) -> Trace:
                      if a.name.startswith(fmt.ATTR_PREFIX)}
             region = e.region
             is_mpi = region.paradigm == otf2.Paradigm.MPI or (region.name or "").startswith("MPI_")
-            if not is_mpi:
+            if not is_mpi and st.open is not None:
+                ignored["user regions inside MPI calls"] += 1
+            elif not is_mpi:
                 st.marker("region_begin" if kind is ev.Enter else "region_end", region.name, t, cpu, attrs)
             elif kind is ev.Enter:
                 st.enter(region.name, t, cpu, attrs)

@@ -138,10 +138,9 @@ class _Definitions:
             g = defs.group(f"{name} group", group_type=otf2.GroupType.COMM_GROUP,
                            paradigm=otf2.Paradigm.MPI, members=list(members))
             self.comms[cid] = defs.comm(name, group=g, parent=None)
-        self.attrs = {c: defs.attribute(fmt.ATTR_PREFIX + c, f"hpclab event table column {c}",
-                                        type=otf2.Type.INT64) for c in fmt.INT_ATTRS}
-        self.attrs.update({c: defs.attribute(fmt.ATTR_PREFIX + c, f"hpclab event table column {c}",
-                                             type=otf2.Type.STRING) for c in fmt.STRING_ATTRS})
+        self.attrs = {c: defs.attribute(fmt.ATTR_PREFIX + c, what, type=otf2.Type.STRING
+                                        if c in fmt.STRING_ATTRS else otf2.Type.INT64)
+                      for c, what in fmt.ATTRS.items()}
         member = defs.metric_member(fmt.CPU_METRIC, fmt.CPU_METRIC_DESCRIPTION,
                                     metric_type=otf2.MetricType.OTHER,
                                     metric_mode=otf2.MetricMode.ACCUMULATED_START,
@@ -151,7 +150,9 @@ class _Definitions:
                                      recorder_kind=otf2.RecorderKind.ABSTRACT)
         self._regions = {}
 
-    def region(self, name: str, user: bool):
+    def region(self, name: str, user: bool, call: str = ""):
+        """The region of a user region `name`, or of an MPI call named `name` that the event table
+        calls `call` (MPI_Ssend is an MPI_Send with sync = 1)."""
         key = (name, user)
         if key not in self._regions:
             otf2 = self.otf2
@@ -159,8 +160,7 @@ class _Definitions:
                 reg = self.defs.region(name, canonical_name=name, description="user region",
                                        region_role=otf2.RegionRole.FUNCTION, paradigm=otf2.Paradigm.USER)
             else:
-                role = getattr(otf2.RegionRole, fmt.ROLE.get(name, fmt.ROLE.get(
-                    name.replace("MPI_Ssend", "MPI_Send").replace("MPI_Issend", "MPI_Isend"), "FUNCTION")))
+                role = getattr(otf2.RegionRole, fmt.ROLE.get(call, "FUNCTION"))
                 reg = self.defs.region(name, canonical_name=name, description="MPI call",
                                        region_role=role, paradigm=otf2.Paradigm.MPI)
             self._regions[key] = reg
@@ -259,7 +259,7 @@ def _write_rank(otf2, w, d: _Definitions, comms, done, rank: int, rows) -> None:
         _extra(d, attrs, vals, native, call)
         if row.cpu_enter >= 0:
             w.metric(te, d.cpu, int(row.cpu_enter))
-        region = d.region(name, user=False)
+        region = d.region(name, user=False, call=call)
         w.enter(te, region, attributes=attrs)
         for t, method, args in records:
             method(t, *args)
