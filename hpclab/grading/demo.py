@@ -234,7 +234,7 @@ def demo_runs(root: str | Path | None = None) -> dict[str, Path]:
     return found
 
 
-def _answered(release_nb, source_nb):
+def answered(release_nb, source_nb):
     """The release notebook with every solution cell filled from the source (markers removed)."""
     import copy
 
@@ -262,7 +262,7 @@ def _student_notebook(kind: str, release_nb, source_nb, fill: dict | None = None
 
     if kind == "unchanged":
         return copy.deepcopy(release_nb)
-    nb = _answered(release_nb, source_nb)
+    nb = answered(release_nb, source_nb)
     if kind in ("wrong", "tamper"):
         _edit(nb, "fit", lambda s: s.replace("print(", 'latency_us["shm"] *= 1.5\nprint(', 1))
     if kind == "wrong":

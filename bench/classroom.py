@@ -1,0 +1,152 @@
+"""Load benchmark of the classroom (`make bench-classroom`): a room of simulated students through
+the real hub, then the instructor grading all of them. Not a timed test: numbers for the
+instructor who plans a room on a machine like this one.
+
+1. the instructor releases the lab;
+2. every student arrives (spread over --arrive-over seconds, a room logging in), logs in, starts
+   their server, fetches the lab, runs its measuring and answer cells in a real kernel (real Slurm
+   jobs as that student) and submits (hpclab/classroom/load.py);
+3. the instructor collects and autogrades every submission (in the grader's sandbox); each grade
+   is compared with the score recomputed from the student's own runs without nbgrader;
+4. the servers are stopped and every student starts theirs again at the same moment: the
+   all-at-once case of a room told "log in now".
+
+Writes build/classroom/load.json and load.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from hpclab.classroom import grading_room, load, record
+from hpclab.classroom.layout import SLURM_ACCOUNT, layout
+from hpclab.core.errors import HpclabError
+
+OUT = Path(__file__).resolve().parent.parent / "build" / "classroom"
+GOALS = {"failed_spawns": 0, "spawn_p95_s": 10.0, "autograde_s_per_submission": 15.0}
+
+
+def passwords(lay) -> dict[str, str]:
+    pairs = [line.split() for line in lay.passwords.read_text().splitlines() if line and not line.startswith("#")]
+    return {user: pw for user, pw in pairs if user.startswith("student")}
+
+
+def spawn_all_at_once(base: str, pw: dict[str, str]) -> list[load.StudentRun]:
+    """Stop every server, then start them all at the same moment."""
+    browsers = {u: load.StudentBrowser(base, u, p) for u, p in pw.items()}
+    for b in browsers.values():
+        b.login()
+        b.stop_server()
+    t0 = time.monotonic()
+
+    def one(user):
+        run = load.StudentRun(user)
+        start = time.monotonic()
+        try:
+            browsers[user].start_server()
+            run.spawn_s = round(time.monotonic() - start, 2)
+        except (HpclabError, OSError) as e:
+            run.error = str(e)[:300]
+        return run
+
+    with ThreadPoolExecutor(max_workers=len(browsers)) as pool:
+        runs = list(pool.map(one, sorted(browsers)))
+    print(f"all at once: {len(runs)} servers in {time.monotonic() - t0:.1f} s")
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--arrive-over", type=float, default=60.0, help="seconds over which students arrive")
+    parser.add_argument("--lab", default="lab-transports")
+    args = parser.parse_args(argv)
+
+    lay = layout()
+    pw = dict(sorted(passwords(lay).items())[:args.students])
+    if len(pw) < args.students:
+        raise SystemExit(f"the classroom has {len(pw)} students; run 'make classroom STUDENTS={args.students}' first")
+    # The benchmark talks to the hub on this machine; a TLS hub is reached the same way on its port.
+    base = "http://" + record.load(lay.record).settings.get("bind", "127.0.0.1:8000")
+    source_nb = load.nbformat.read(lay.course / "labs" / args.lab / f"{args.lab}.ipynb", as_version=4)
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+
+    grading_room.release(lay, args.lab)
+    with load.MemoryWatch() as memory:
+        t0 = time.monotonic()
+        runs = load.simulate_room(base, pw, args.lab, source_nb, args.arrive_over)
+        room_s = time.monotonic() - t0
+        for r in runs:
+            print(f"{r.user}: login {r.login_s} s, spawn {r.spawn_s} s, lab {r.lab_s} s, "
+                  f"submitted {r.submitted}{', ' + r.error if r.error else ''}")
+        t1 = time.monotonic()
+        grades = grading_room.collect_and_autograde(lay, args.lab)
+        grade_s = time.monotonic() - t1
+        together = spawn_all_at_once(base, pw)
+
+    recomputed = {}
+    for user in grades:
+        recomputed[user] = load.recompute_score(lay.course / "labs" / args.lab / f"{args.lab}.ipynb",
+                                                lay.nbgrader_course / "submitted" / user / args.lab)[0]
+    spawns = [r.spawn_s for r in runs if r.spawn_s is not None]
+    waits = load.job_waits(since, SLURM_ACCOUNT)
+    report = load.LoadReport(
+        students=len(runs), arrive_over_s=args.arrive_over,
+        failed_spawns=sum(r.spawn_s is None for r in runs),
+        spawn_p50_s=statistics.median(spawns) if spawns else None, spawn_p95_s=load.percentile(spawns, 95),
+        labs_completed=sum(r.submitted for r in runs),
+        job_wait_p95_s=load.percentile(waits, 95),
+        autograded=len(grades), autograde_s_per_submission=round(grade_s / len(grades), 2) if grades else None,
+        grades_match=bool(grades) and len(grades) == len(runs) and all(grades[u] == recomputed[u] for u in grades),
+        peak_memory_gb=round(memory.peak_used / 2**30, 2), swap_used_gb=round(memory.peak_swap / 2**30, 3),
+        oom_kills=memory.oom_kills, runs=[vars(r) for r in runs],
+        grades={u: {"autograded": grades[u], "recomputed": recomputed[u]} for u in grades})
+    together_spawns = [r.spawn_s for r in together if r.spawn_s is not None]
+    extra = {"room_seconds": round(room_s, 1), "jobs": len(waits),
+             "all_at_once": {"failed_spawns": sum(r.spawn_s is None for r in together),
+                             "spawn_p50_s": statistics.median(together_spawns) if together_spawns else None,
+                             "spawn_p95_s": load.percentile(together_spawns, 95)}}
+    OUT.mkdir(parents=True, exist_ok=True)
+    data = {**json.loads(report.to_json()), **extra}
+    (OUT / "load.json").write_text(json.dumps(data, indent=1) + "\n")
+    (OUT / "load.md").write_text(render_table(data))
+    print((OUT / "load.md").read_text())
+    return 0
+
+
+def render_table(d: dict) -> str:
+    met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
+    a = d["all_at_once"]
+    rows = [
+        ("students", d["students"], f"arriving over {d['arrive_over_s']:g} s", ""),
+        ("failed spawns", d["failed_spawns"], "goal 0", met(d["failed_spawns"] == 0)),
+        ("spawn p50 / p95 (s)", f"{d['spawn_p50_s']} / {d['spawn_p95_s']}", "goal p95 <= 10 s",
+         met(d["spawn_p95_s"] is not None and d["spawn_p95_s"] <= 10)),
+        ("all at once: failed, spawn p50 / p95 (s)", f"{a['failed_spawns']}, {a['spawn_p50_s']} / {a['spawn_p95_s']}", "", ""),
+        ("labs completed", d["labs_completed"], f"goal {d['students']}", met(d["labs_completed"] == d["students"])),
+        ("Slurm jobs, queue wait p95 (s)", f"{d['jobs']}, {d['job_wait_p95_s']}", "", ""),
+        ("autograded, s per submission", f"{d['autograded']}, {d['autograde_s_per_submission']}", "goal <= 15 s",
+         met(d["autograde_s_per_submission"] is not None and d["autograde_s_per_submission"] <= 15)),
+        ("grades match recomputed", d["grades_match"], "goal true", met(d["grades_match"])),
+        ("peak memory (GB), swap (GB), OOM kills", f"{d['peak_memory_gb']}, {d['swap_used_gb']}, {d['oom_kills']}",
+         "goal: no swap, no OOM", met(d["swap_used_gb"] <= 0.01 and d["oom_kills"] == 0)),
+    ]
+    lines = ["# Classroom load (make bench-classroom)", "",
+             f"One run on this machine, {time.strftime('%Y-%m-%d')}; the room took {d['room_seconds']} s.", "",
+             "| measure | value | goal | |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {e} |" for a, b, c, e in rows]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except HpclabError as e:
+        print(f"bench-classroom: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,330 @@
+"""A room of simulated students through the real hub: the load benchmark's driver
+(`make bench-classroom`, bench/classroom.py).
+
+Each simulated student does what a student's browser does, over HTTP only: logs in on the hub's
+login form (PAM, their password), starts their server through the hub's REST API, fetches the lab
+through nbgrader's Assignments API of their own server, fills in the answers, runs every code
+cell in a real kernel of their server (the measuring cell submits real Slurm jobs as the
+student), saves the notebook and submits it. Students arrive spread over `arrive_over_s`. Then
+the instructor collects and autogrades every submission, and each grade is compared with the
+score recomputed from that student's own runs, outside nbgrader and its sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import nbformat
+import requests
+import websocket
+from nbclient import NotebookClient
+
+from hpclab.core.errors import HpclabError
+from hpclab.site.slurm import run_slurm
+from hpclab.grading import demo
+
+COURSE_ID = "hpclab"
+
+
+@dataclass
+class StudentRun:
+    """What happened to one simulated student; seconds from their arrival."""
+
+    user: str
+    arrived_s: float = 0.0
+    login_s: float | None = None
+    spawn_s: float | None = None
+    lab_s: float | None = None
+    submitted: bool = False
+    error: str = ""
+
+
+class StudentBrowser:
+    """One student's session with the hub and their server, as their browser would hold it."""
+
+    def __init__(self, base_url: str, user: str, password: str):
+        self.base, self.user, self.password = base_url.rstrip("/"), user, password
+        self.http = requests.Session()
+        self.token = ""
+
+    # --- the hub ---------------------------------------------------------------------------------
+
+    def login(self) -> None:
+        self.http.get(f"{self.base}/hub/login", timeout=30)
+        xsrf = self.http.cookies.get("_xsrf", "")
+        r = self.http.post(f"{self.base}/hub/login", timeout=60, allow_redirects=False,
+                           data={"username": self.user, "password": self.password, "_xsrf": xsrf})
+        if r.status_code not in (302, 303) or "login" in r.headers.get("Location", "/hub/login").split("?")[0][-6:]:
+            raise HpclabError(f"{self.user} could not log in (HTTP {r.status_code})", "check the password file")
+        # An API token for the rest, as JupyterLab gets one: asked for with the session cookie.
+        r = self.http.post(f"{self.base}/hub/api/users/{self.user}/tokens", timeout=30,
+                           headers={"X-XSRFToken": self.http.cookies.get("_xsrf", xsrf), "Referer": f"{self.base}/hub/"},
+                           json={"note": "hpclab load benchmark", "expires_in": 7200})
+        r.raise_for_status()
+        self.token = r.json()["token"]
+
+    def _hub_api(self, method: str, path: str, **kw) -> requests.Response:
+        return self.http.request(method, f"{self.base}/hub/api/{path}", timeout=60,
+                                 headers={"Authorization": f"token {self.token}"}, **kw)
+
+    def start_server(self, timeout: float = 120) -> None:
+        r = self._hub_api("POST", f"users/{self.user}/server")
+        if r.status_code not in (201, 202, 400):  # 400: already running
+            raise HpclabError(f"the hub refused to start {self.user}'s server: HTTP {r.status_code} {r.text[:200]}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            server = self._hub_api("GET", f"users/{self.user}").json().get("servers", {}).get("", {})
+            if server.get("ready"):
+                return
+            time.sleep(0.25)
+        raise HpclabError(f"{self.user}'s server was not ready after {timeout:.0f} s")
+
+    def stop_server(self, timeout: float = 60) -> None:
+        self._hub_api("DELETE", f"users/{self.user}/server")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._hub_api("GET", f"users/{self.user}").json().get("servers"):
+                return
+            time.sleep(0.25)
+        raise HpclabError(f"{self.user}'s server did not stop within {timeout:.0f} s")
+
+    # --- the student's own server --------------------------------------------------------------------
+
+    def _server(self, method: str, path: str, **kw) -> requests.Response:
+        r = self.http.request(method, f"{self.base}/user/{self.user}/{path}", timeout=kw.pop("timeout", 120),
+                              headers={"Authorization": f"token {self.token}"}, **kw)
+        if r.status_code >= 400:
+            raise HpclabError(f"{self.user}'s server answered {method} {path} with HTTP {r.status_code}: {r.text[:300]}")
+        return r
+
+    def assignment(self, action: str, lab: str) -> list[dict]:
+        """What the Assignments tab does: fetch, submit or fetch_feedback, then the list."""
+        return self._server("POST", f"assignments/{action}", data={"course_id": COURSE_ID, "assignment_id": lab},
+                            timeout=300).json()
+
+    def read_notebook(self, path: str) -> dict:
+        return self._server("GET", f"api/contents/{path}", params={"content": 1}).json()["content"]
+
+    def save_notebook(self, path: str, nb: dict) -> None:
+        self._server("PUT", f"api/contents/{path}", json={"type": "notebook", "format": "json", "content": nb})
+
+    def run_cells(self, cells: list[str], cwd: str, timeout: float = 1800) -> None:
+        """Run code cells in a new kernel of the student's server, in order; stop at the first error."""
+        kernel = self._server("POST", "api/kernels", json={"name": "python3"}).json()["id"]
+        url = f"{self.base.replace('http', 'ws', 1)}/user/{self.user}/api/kernels/{kernel}/channels"
+        ws = websocket.create_connection(url, header=[f"Authorization: token {self.token}"], timeout=timeout)
+        try:
+            session = uuid.uuid4().hex
+            for code in [f"import os; os.chdir({cwd!r})", *cells]:
+                error = _execute(ws, session, self.user, code, timeout)
+                if error:
+                    raise HpclabError(f"a cell failed in {self.user}'s kernel: {error}")
+        finally:
+            ws.close()
+            self._server("DELETE", f"api/kernels/{kernel}")
+
+
+def _execute(ws, session: str, user: str, code: str, timeout: float) -> str:
+    """Send one execute_request (Jupyter messaging protocol 5.3) and wait for its reply; the
+    error's name and value, or ''."""
+    msg_id = uuid.uuid4().hex
+    ws.send(json.dumps({
+        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": user, "session": session,
+                   "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "version": "5.3"},
+        "parent_header": {}, "metadata": {}, "channel": "shell",
+        "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                    "allow_stdin": False, "stop_on_error": True}}))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = json.loads(ws.recv())
+        if msg.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "execute_reply":
+            c = msg["content"]
+            return "" if c.get("status") == "ok" else f"{c.get('ename')}: {c.get('evalue')}"
+    return f"no reply within {timeout:.0f} s"
+
+
+def _text(source) -> str:
+    return "".join(source) if isinstance(source, list) else source
+
+
+def simulate_student(base_url: str, user: str, password: str, lab: str, source_nb,
+                     t0: float, arrive_at: float) -> StudentRun:
+    """One student's visit, from arrival to submission; never raises (the error is recorded)."""
+    time.sleep(max(0.0, t0 + arrive_at - time.monotonic()))
+    run = StudentRun(user, arrived_s=round(time.monotonic() - t0, 2))
+    start = time.monotonic()
+    browser = StudentBrowser(base_url, user, password)
+    try:
+        browser.login()
+        run.login_s = round(time.monotonic() - start, 2)
+        t_spawn = time.monotonic()
+        browser.start_server()
+        run.spawn_s = round(time.monotonic() - t_spawn, 2)
+        t_lab = time.monotonic()
+        listing = browser.assignment("fetch", lab)
+        folder = _fetched_folder(listing, lab)
+        path = f"{folder}/{lab}.ipynb"
+        nb = demo.answered(nbformat.from_dict(browser.read_notebook(path)), source_nb)
+        browser.save_notebook(path, nb)
+        browser.run_cells([_text(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"], cwd=folder)
+        run.lab_s = round(time.monotonic() - t_lab, 2)
+        browser.assignment("submit", lab)
+        run.submitted = True
+    except (HpclabError, requests.RequestException, websocket.WebSocketException, OSError, KeyError, ValueError) as e:
+        run.error = (e.what if isinstance(e, HpclabError) else f"{type(e).__name__}: {e}")[:400]
+    return run
+
+
+def _fetched_folder(listing, lab: str) -> str:
+    """The folder (relative to the server's root) nbgrader fetched `lab` into."""
+    entries = listing.get("value", listing) if isinstance(listing, dict) else listing
+    for entry in entries:
+        if entry.get("assignment_id") == lab and entry.get("status") in ("fetched", "submitted") and entry.get("path"):
+            return Path(entry["path"]).name if not entry["path"].startswith("/") else _relative(entry["path"])
+    raise HpclabError(f"nbgrader did not list {lab} as fetched: {str(listing)[:300]}")
+
+
+def _relative(path: str) -> str:
+    # nbgrader lists absolute paths; the contents API wants them relative to the server's root,
+    # which is the student's course copy (~/hpclab).
+    parts = Path(path).parts
+    return str(Path(*parts[parts.index("hpclab") + 1:])) if "hpclab" in parts else Path(path).name
+
+
+class MemoryWatch:
+    """Peak used memory (MemTotal - MemAvailable) and swap, sampled twice a second, and the
+    kernel's OOM-kill count over the watch."""
+
+    def __init__(self):
+        self.peak_used, self.peak_swap, self._stop = 0, 0, threading.Event()
+        self.base_swap = self._meminfo()["SwapTotal"] - self._meminfo()["SwapFree"]
+        self.base_oom = self._oom_kills()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    @staticmethod
+    def _meminfo() -> dict[str, int]:
+        out = {}
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            key, value = line.split(":", 1)
+            out[key] = int(value.split()[0]) * 1024
+        return out
+
+    @staticmethod
+    def _oom_kills() -> int:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+        return 0
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            m = self._meminfo()
+            self.peak_used = max(self.peak_used, m["MemTotal"] - m["MemAvailable"])
+            self.peak_swap = max(self.peak_swap, m["SwapTotal"] - m["SwapFree"] - self.base_swap)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.oom_kills = self._oom_kills() - self.base_oom
+
+
+def simulate_room(base_url: str, passwords: dict[str, str], lab: str, source_nb,
+                  arrive_over_s: float) -> list[StudentRun]:
+    """Every student of `passwords` (user -> password), arriving evenly over `arrive_over_s`."""
+    users = sorted(passwords)
+    t0 = time.monotonic()
+    step = arrive_over_s / max(1, len(users))
+    with ThreadPoolExecutor(max_workers=len(users)) as pool:
+        futures = [pool.submit(simulate_student, base_url, u, passwords[u], lab, source_nb, t0, i * step)
+                   for i, u in enumerate(users)]
+        return [f.result() for f in futures]
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0-100) by the nearest-rank method; None for no values."""
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    rank = max(1, int(-(-q * len(values) // 100)))
+    return values[rank - 1]
+
+
+@dataclass
+class LoadReport:
+    students: int
+    arrive_over_s: float
+    failed_spawns: int
+    spawn_p50_s: float | None
+    spawn_p95_s: float | None
+    labs_completed: int
+    job_wait_p95_s: float | None
+    autograded: int
+    autograde_s_per_submission: float | None
+    grades_match: bool
+    peak_memory_gb: float
+    swap_used_gb: float
+    oom_kills: int
+    runs: list[dict] = field(default_factory=list)
+    grades: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1) + "\n"
+
+
+def recompute_score(source_nb_path: Path, submission: Path, timeout: int = 300) -> tuple[float, float]:
+    """(score, maximum) of a submission recomputed from its own runs without nbgrader: the lab's
+    source notebook (solutions and hidden tests, our code) runs on a copy of the submitted folder
+    (its packed runs); each graded test cell that ends without an error earns its points."""
+    nb = nbformat.read(source_nb_path, as_version=4)
+    with tempfile.TemporaryDirectory(prefix="hpclab-recompute-") as tmp:
+        work = Path(tmp) / submission.name
+        shutil.copytree(submission, work, ignore=shutil.ignore_patterns("*.ipynb"))
+        # Read the packed runs only, as the grader does: the measuring cell must not submit jobs.
+        client = NotebookClient(nb, timeout=timeout, allow_errors=True, kernel_name="python3",
+                                resources={"metadata": {"path": str(work)}})
+        old = os.environ.get("NBGRADER_EXECUTION")
+        os.environ["NBGRADER_EXECUTION"] = "autograde"
+        try:
+            client.execute()
+        finally:
+            os.environ.pop("NBGRADER_EXECUTION") if old is None else os.environ.__setitem__("NBGRADER_EXECUTION", old)
+    score = maximum = 0.0
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            points = float(meta.get("points", 0))
+            maximum += points
+            if not any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+                score += points
+    return score, maximum
+
+
+def job_waits(since: str, account: str) -> list[float]:
+    """Seconds each job of `account` waited in the queue (start - submit), for jobs submitted
+    since `since` (sacct's time format), from Slurm's accounting."""
+    out = run_slurm(["sacct", "-a", "-X", "-n", "-P", f"--accounts={account}", "-S", since, "-o", "submit,start,state"],
+                    "read the room's jobs from Slurm's accounting")
+    waits = []
+    for line in out.splitlines():
+        submit, start, _ = (line.split("|") + ["", "", ""])[:3]
+        try:
+            waits.append((datetime.fromisoformat(start) - datetime.fromisoformat(submit)).total_seconds())
+        except ValueError:
+            continue  # never started (Unknown / None)
+    return waits
