@@ -1,0 +1,143 @@
+"""The spawners of the room's hub: what happens when a student's JupyterLab starts and stops.
+
+This module runs inside the hub (root, in the classroom's venv, where jupyterhub and batchspawner
+are installed); the rendered jupyterhub_config.py names its classes. Both spawners
+- copy the course's notebooks and labs into the student's home before the server starts, as the
+  student, never overwriting a file they have (`first_login`);
+- open JupyterLab on that copy (notebook_dir) with HPCLAB_RUNS in the student's home.
+
+`ClassroomLocalSpawner` starts the server as a local process of the student, in its own cgroup
+(`limits`): memory and CPU limits are enforced by the kernel, not merely announced.
+`ClassroomSlurmSpawner` (--spawner slurm) submits it as a Slurm job of the student (batchspawner's
+SlurmSpawner), in the servers partition and QOS; Slurm's own cgroups bound its memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import pwd
+import shlex
+
+from batchspawner import SlurmSpawner
+from jupyterhub.spawner import LocalProcessSpawner
+from traitlets import HasTraits, Unicode, default
+
+from hpclab.classroom import accounts, limits
+from hpclab.classroom.layout import ClassroomLayout
+
+DEFAULT_MEM_BYTES = 1 << 30
+
+
+class ClassroomSpawnerMixin(HasTraits):
+    """What both spawners share: the course copy, the notebook folder, the runs root. (HasTraits,
+    so that traitlets names its traits; it comes first in each spawner's bases.)"""
+
+    course_folder = Unicode(help="the classroom's course copy (lay.course), read by every account").tag(config=True)
+    classroom_python = Unicode(help="the classroom venv's python (runs the course copy as the student)").tag(config=True)
+
+    def _home(self) -> str:
+        return pwd.getpwnam(self.user.name).pw_dir
+
+    @default("notebook_dir")
+    def _notebook_dir(self):
+        return str(ClassroomLayout.student_course(self._home()))
+
+    def get_env(self):
+        env = super().get_env()
+        env["HPCLAB_RUNS"] = str(ClassroomLayout.student_runs(self._home()))
+        return env
+
+    async def _copy_course(self) -> None:
+        """Copy the notebooks and labs the student does not have yet, as the student."""
+        dest = ClassroomLayout.student_course(self._home())
+        argv = [*accounts.as_user(self.user.name), self.classroom_python, "-m", "hpclab.classroom.first_login",
+                self.course_folder, str(dest)]
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT, cwd="/")
+        out, _ = await proc.communicate()
+        text = out.decode(errors="replace").strip()
+        if proc.returncode != 0:
+            raise RuntimeError(f"copying the course into {dest} as {self.user.name} failed "
+                               f"(exit {proc.returncode}): {text[-500:]}")
+        self.log.info("%s: %s", self.user.name, text)
+
+    async def run_pre_spawn_hook(self):
+        await self._copy_course()
+        result = super().run_pre_spawn_hook()
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            await result
+
+
+class ClassroomLocalSpawner(ClassroomSpawnerMixin, LocalProcessSpawner):
+    """JupyterLab as a local process of the student, inside a cgroup with the server's limits."""
+
+    _cgroup = None
+
+    async def start(self):
+        mem = int(self.mem_limit or DEFAULT_MEM_BYTES)
+        cpus = float(self.cpu_limit or 1.0)
+        self._cgroup = limits.create(self.user.name, mem, cpus)
+        if self._cgroup is None:
+            self.log.warning("%s's server: memory and CPU limits %s", self.user.name, limits.describe())
+        else:
+            self.log.info("%s's server: %d MiB, %.2g CPUs (%s)", self.user.name, mem >> 20, cpus,
+                          self._cgroup.version)
+        return await super().start()
+
+    def make_preexec_fn(self, name):
+        become_student = super().make_preexec_fn(name)
+        cg = self._cgroup
+
+        def preexec():
+            # still root here: enter the cgroup first, so the server and every kernel it forks
+            # are inside from their first instruction
+            if cg is not None:
+                cg.enter()
+            become_student()
+
+        return preexec
+
+    def run_post_stop_hook(self):
+        # whatever the server left (a kernel it did not stop) goes with its cgroup
+        cg = limits.cgroup(self.user.name)
+        if cg is not None and not cg.remove():
+            self.log.warning("the cgroup of %s's server could not be removed", self.user.name)
+        return super().run_post_stop_hook()
+
+
+class ClassroomSlurmSpawner(ClassroomSpawnerMixin, SlurmSpawner):
+    """JupyterLab as a Slurm job of the student (batchspawner), as HPC centres run it.
+
+    The embedded cluster's servers partition holds only this machine's node, so the server
+    listens on loopback and the hub reaches it there (batchspawner resets `ip` to the class
+    default before it submits, hence a class default rather than configuration)."""
+
+    ip = Unicode("127.0.0.1")
+    server_qos = Unicode("", help="QOS for the server jobs (their own, beside the students' job QOS)").tag(config=True)
+    server_partition = Unicode("", help="partition for the server jobs").tag(config=True)
+
+    @default("req_partition")
+    def _partition(self):
+        return self.server_partition
+
+    @default("req_memory")
+    def _memory(self):
+        return f"{int(self.mem_limit or DEFAULT_MEM_BYTES) >> 20}M"
+
+    @default("req_nprocs")
+    def _nprocs(self):
+        return str(max(1, math.ceil(self.cpu_limit or 1)))
+
+    @default("req_options")
+    def _options(self):
+        return f"--qos={self.server_qos}" if self.server_qos else ""
+
+    @default("exec_prefix")
+    def _exec_prefix(self):
+        # sbatch, squeue and scancel run as the student (no sudo here: setpriv, as accounts.as_user)
+        pw = pwd.getpwnam(self.user.name)
+        return shlex.join(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups"])
+
+    def state_gethost(self):
+        return "127.0.0.1"
