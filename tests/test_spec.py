@@ -210,6 +210,8 @@ def valid_spec(draw):
             "omp": {"num_threads": draw(st.integers(1, 4))}}
     if kernel == "poisson" and draw(st.booleans()):
         data["args"] = {"grid": f"{ntasks}x1", "n": draw(st.integers(ntasks, 500))}
+    if kernel == "program":  # a program of the user's: the command is what it runs
+        data["command"] = [draw(st.sampled_from(["./a.out", "/bin/true", "python"])), "--n", "3"]
     if draw(st.booleans()):
         data["mca"] = {"btl": draw(st.sampled_from(["self,vader", "^tcp", "self,tcp"]))}
     make_spec(data)  # the base must really be valid, or the test proves nothing
@@ -291,6 +293,7 @@ def _inconsistent(draw, data):
         data["nodes"] = 1
         data["ntasks_per_node"] = draw(st.integers(1, n - 1))
         return [f"ntasks_per_node={data['ntasks_per_node']}", f"ntasks={n}"]
+    data.pop("command", None)  # the mistake below switches the kernel to a C kernel
     if kind == "pingpong":
         data.update(kernel="pingpong", ntasks=1, args={})
         return ["pingpong", "ntasks=1"]

@@ -32,6 +32,7 @@ from hpclab.jobs import templates
 from hpclab.site import profile as site_mod
 from hpclab.core.errors import HpclabError
 from hpclab.jobs.progress import JobProgress
+from hpclab.kernels import registry
 from hpclab.runs.folder import RunFolder, run_table
 from hpclab.spec.model import Spec, make_spec
 
@@ -67,7 +68,8 @@ class Run:
         return f"<Run {self.folder.experiment}/{self.run_id} job {st.get('job_id')} {st['state']}>"
 
     def result(self) -> dict:
-        """The kernel's JSON report (docs/kernel-contract.md) of a completed run."""
+        """The kernel's JSON report (docs/kernel-contract.md) of a completed run; for a
+        kernel: program run, the job's record of how the program ended {kernel, exit_code}."""
         if self.state != "completed":
             raise_for_failures([self])
         return self.folder.result()
@@ -239,6 +241,11 @@ def _finish(run: Run, info: slurm.JobInfo) -> None:
                       + (f" ({reason})" if reason else "")
                       + ". `hpclab cluster up` returns the node to service (elsewhere: tell the admins); "
                         "then run again")
+    if state == "failed" and not registry.get(run.spec.kernel).contract and info.exit_code \
+            and "failed_nodes" not in extra and not reason.startswith("ran out of memory"):
+        # a program of the user's (kernel: program) ended badly on its own: say so in its words
+        reason = (f"the program exited with code {info.exit_code}: {' '.join(run.spec.command)}"
+                  + (f" (Slurm: {reason})" if reason else ""))
     run.folder.set_status(state, slurm_state=info.slurm_state, exit_code=info.exit_code,
                           reason=reason, elapsed=info.elapsed, **extra)
 
@@ -530,8 +537,8 @@ def died_in_mpi_startup(run: Run) -> bool:
     start-up, not in the kernel: with Open MPI 4.1.4 on oversubscribed virtual nodes a rank
     now and then segfaults inside MPI_Init (core dump: a TCP BTL fragment handed to a NULL
     callback), in about 1 traced 8-rank run in 25 here."""
-    if run.state != "failed":
-        return False
+    if run.state != "failed" or not registry.get(run.spec.kernel).contract:
+        return False  # a program of the user's prints no first line to tell its start-up by
     out = run.folder.stdout.read_text(errors="replace") if run.folder.stdout.is_file() else ""
     err = run.folder.stderr.read_text(errors="replace") if run.folder.stderr.is_file() else ""
     started = any(line.startswith("arguments =") for line in out.splitlines())

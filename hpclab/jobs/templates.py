@@ -113,7 +113,8 @@ def job_environment(spec: Spec, site: Site | None = None) -> dict[str, str]:
 def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Path | None = None,
                 lib_dir: Path | None = None) -> list[str]:
     """The launch command as shell words (already quoted where needed): launcher and binding
-    options, the numactl prefix, the kernel and its arguments, --json into the run folder."""
+    options, the numactl prefix, the kernel and its arguments, --json into the run folder (a
+    kernel that runs the spec's command: that command, without --json)."""
     bin_dir = bin_dir or paths.bin_dir()
     lib_dir = lib_dir or paths.lib_dir()
     launcher = spec.launcher or site.launcher
@@ -146,7 +147,10 @@ def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Pa
             words += ["-x", item]
     if spec.numactl is not None and spec.numactl.argv():
         words.append(" ".join(spec.numactl.argv()))  # one word: the wrapper stays on one line
-    words.append(shlex.quote(str(bin_dir / registry.get(spec.kernel).binary)))
+    unit = registry.get(spec.kernel)
+    if not unit.contract:  # the spec's own program, its paths made absolute with the spec
+        return words + [shlex.quote(w) for w in spec.command]
+    words.append(shlex.quote(str(bin_dir / unit.binary)))
     words += [shlex.quote(a) for a in spec.args.to_argv()]
     words.append(f"--json {out_dir}/result.json")
     return words
@@ -201,7 +205,8 @@ def render(spec: Spec, site: Site, run_dir: Path, bin_dir: Path | None = None,
         "sbatch": options, "modules": list(site.modules), "module_lines": module_lines(site),
         "env": list(job_environment(spec, site).items()),
         "launcher": launcher, "launch": _wrap(launch_argv(spec, site, bin_dir=bin_dir, lib_dir=lib_dir)),
-        "kernel_exe": str(bin_dir / registry.get(spec.kernel).binary),
+        "kernel_exe": str(bin_dir / registry.get(spec.kernel).binary) if registry.get(spec.kernel).contract
+        else spec.command[0],
         "binding_pattern": "cpu-bind" if launcher == "srun" else "MCW rank",
         "spec": spec,
     }

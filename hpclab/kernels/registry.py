@@ -63,6 +63,13 @@ class Kernel:
     result.json; check(spec): raises ValueError for a spec this kernel cannot run (machine-free
     checks, e.g. pingpong needs two ranks); template: file in slurm-templates/; binary: file in
     build/bin/ (both default to the name); source: folder in src/ (default: the name).
+
+    A kernel that runs the spec's own `command:` (kernel: program, a user's executable or
+    script) instead of a binary of build/bin sets `command`: it turns the words of `command:`
+    into the words the job runs (absolute paths, at spec time; ValueError if it cannot), and
+    `problems(spec)` lists what this machine says against them before submission ((what, what
+    to do) pairs: a missing or non-executable file). Such a kernel has no source, no binary and
+    no output contract (`contract` is False): its results are its trace and its output.
     """
 
     name: str
@@ -73,13 +80,24 @@ class Kernel:
     template: str = ""
     binary: str = ""
     source: str = ""
+    command: Callable[[list[str]], list[str]] | None = None
+    problems: Callable[[Any], list[tuple[str, str]]] | None = None
 
     def __post_init__(self):
-        # frozen: defaults that depend on the name are set once, here
-        defaults = {"template": f"{self.name}.sh.j2", "binary": self.name, "source": self.name}
+        # frozen: defaults that depend on the name are set once, here; a kernel that runs the
+        # spec's command has no binary and no source folder of its own
+        own = self.command is None
+        defaults = {"template": f"{self.name}.sh.j2", "binary": self.name if own else "",
+                    "source": self.name if own else ""}
         for key, value in defaults.items():
             if not getattr(self, key):
                 object.__setattr__(self, key, value)
+
+    @property
+    def contract(self) -> bool:
+        """Does the kernel write the shared output contract (docs/kernel-contract.md:
+        result.json through --json, the stdout report) that parse_run reads into its table?"""
+        return self.command is None
 
 
 _KERNELS: dict[str, Kernel] = {}

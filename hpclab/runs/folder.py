@@ -349,8 +349,11 @@ def load(name: str | None = None, root: Path | None = None, states=("completed",
     for all runs. states: which run states to include (default completed only). where: extra
     filters on spec fields with '.' written as '__', e.g. omp__num_threads=2.
     Returns a pandas DataFrame (one row per parse_run row, plus run and spec columns); raises
-    HpclabError if nothing matches."""
+    HpclabError if nothing matches. Runs of kernel: program have no table and are left out
+    (their results are their traces and output)."""
     import pandas as pd
+
+    from hpclab.kernels import registry  # only here, like pandas: the kernel modules use it
 
     root = Path(root or paths.runs_dir())
     entries = index(root)
@@ -363,6 +366,8 @@ def load(name: str | None = None, root: Path | None = None, states=("completed",
         folder = RunFolder(root / e["experiment"] / e["run_id"])
         if not folder.result_json.is_file():
             continue
+        if e.get("kernel") in registry.names() and not registry.get(e["kernel"]).contract:
+            continue  # kernel: program runs have no table: their results are traces and output
         table = run_table(folder)
         table.attrs = {}  # per-run details (config, placement tables) do not concatenate
         frames.append(table)

@@ -4,7 +4,8 @@ Each problem becomes one line of an HpclabError that says what is wrong and what
 more tasks than cores, a partition the site does not have, a time limit above the partition's,
 an MCA component that `ompi_info` does not list, a NUMA node that does not exist, binding
 options that belong to the other launcher, a kernel flag the kernel's --help does not know, or a
-missing kernel binary / trace library. The facts (cores, components, NUMA nodes, --help texts)
+missing kernel binary / trace library, or (kernel: program) a program that is missing or not
+executable. The facts (cores, components, NUMA nodes, --help texts)
 come from `gather_facts`; tests pass their own Facts to check the rules on any machine.
 """
 
@@ -64,7 +65,7 @@ def gather_facts(spec: Spec, site: Site) -> Facts:
         components=site_mod.mca_components(),
         params=site_mod.mca_params(),
         numa_nodes=site_mod.numa_nodes(),
-        kernel_help={spec.kernel: kernel_help(spec.kernel)},
+        kernel_help={spec.kernel: kernel_help(spec.kernel)} if registry.get(spec.kernel).contract else {},
         trace_lib=(paths.lib_dir() / "libmpitrace.so").is_file(),
     )
 
@@ -163,6 +164,9 @@ def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
                 out.append((f"{spec.kernel} does not accept {name} (its --help lists {', '.join(known)})"
                             f"{did_you_mean(name, known)}",
                             f"remove it, or run `{exe} --help`"))
+    unit = registry.get(spec.kernel)
+    if unit.problems is not None:  # the kernel's own checks on this machine (program: its command)
+        out += unit.problems(spec)
     if spec.trace and not facts.trace_lib:
         out.append((f"trace: true needs {paths.lib_dir() / 'libmpitrace.so'}, which does not exist",
                     "build it with `make -C src`, or set trace: false"))

@@ -306,10 +306,14 @@ class Spec(_Strict):
     """One experiment: run `kernel` with `args` on `ntasks` ranks. Fields and units:
     nodes, ntasks, ntasks_per_node, cpus_per_task (counts); time (Slurm time limit);
     partition/site (None: the site's default); launcher (None: the site's default);
-    experiment (runs/<experiment>/, default: the kernel name); label (free text)."""
+    experiment (runs/<experiment>/, default: the kernel name); label (free text);
+    command (kernel: program only: the program and its arguments, paths made absolute here)."""
 
     kernel: KernelName
     args: AnyKernelArgs | None = None
+    # A kernel that runs a program of the user's (kernel: program) takes it here, e.g.
+    # [python, ring.py, --n, 3] or [./a.out]; the kernel's module resolves the words.
+    command: list[str] | None = None
     experiment: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     label: str | None = Field(None, max_length=200)
     nodes: int = Field(1, ge=1, le=10000)
@@ -357,6 +361,19 @@ class Spec(_Strict):
             elif isinstance(args, KernelArgs) and not isinstance(args, model):
                 raise ValueError(f"args are for another kernel ({type(args).__name__}), not {data['kernel']}")
         return data
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v, info):
+        kernel = info.data.get("kernel")
+        if v is None or kernel is None:  # no command, or the kernel is wrong (reported already)
+            return v
+        unit = registry.get(kernel)
+        if unit.command is None:
+            takers = ", ".join(k.name for k in registry.kernels() if k.command is not None)
+            raise ValueError(f"kernel {kernel} runs its own binary (build/bin/{unit.binary}) with args:, "
+                             f"so it takes no command; command: is for kernel: {takers}")
+        return unit.command(v)
 
     @field_validator("time", mode="before")
     @classmethod

@@ -156,6 +156,7 @@ def parse_run(run_dir: str | Path, kernel: str) -> pd.DataFrame:
     provenance {run_id, host, date}, kernel, version, arguments, config, validation, placement
     and bindings (lists of dicts; pd.DataFrame(...) gives tables), and the kernel's own extras
     (stream: "kernels", aggregate rates as records; poisson: "summary").
+    A kernel: program run has no table (no output contract): HpclabError naming its trace.
     Without result.json, a kernel with a text parser (pingpong) falls back to its stdout
     (attrs["from"] says which).
     Raises HpclabError naming the file for a missing, truncated or malformed report.
@@ -164,6 +165,8 @@ def parse_run(run_dir: str | Path, kernel: str) -> pd.DataFrame:
     unit = registry.get(kernel)
     if not run_dir.is_dir():
         raise HpclabError(f"{run_dir} is not a run folder", "list runs with `ls runs/`")
+    if not unit.contract:  # kernel: program: no report to parse; its table function raises
+        unit.table({}, str(run_dir))  # the HpclabError that says where its results are
     result = run_dir / RESULT
     attrs: dict = {}
     if result.is_file():
