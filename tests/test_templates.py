@@ -34,6 +34,9 @@ CASES = {
     "poisson_trace": ("local", dict(
         kernel="poisson", ntasks=4, args={"n": 512, "grid": "2x2", "exchange": "nonblocking", "iters": 100},
         binding={"hint": "nomultithread"}, trace=True, experiment="halo")),
+    "program_trace": ("local", dict(
+        kernel="program", command=["/hpclab/programs/ring", "--count", "6", "hello world"], ntasks=2,
+        binding={"cpu_bind": "cores"}, trace=True, experiment="my-ring")),
 }
 
 
