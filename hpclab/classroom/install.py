@@ -10,6 +10,7 @@ touched); the venv is rebuilt only when pyproject.toml changed.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -108,3 +109,15 @@ def ensure_venv(lay: ClassroomLayout, log: Path) -> bool:
     write_atomic(venv_stamp(lay), wanted_stamp(lay) + "\n")
     _readable_by_all(lay.venv)
     return True
+
+
+# JupyterLab's settings for every student (the venv's overrides.json): no pop-up asking each
+# student of a room whether to fetch news from the internet, which this machine may not reach.
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def write_lab_settings(lay: ClassroomLayout) -> Path:
+    path = lay.venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(LAB_OVERRIDES, indent=1) + "\n", mode=0o644)
+    return path

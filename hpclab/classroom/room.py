@@ -107,6 +107,7 @@ def _up(students: int, instructors: int, settings: hub.HubSettings | None, limit
 
     install.copy_course(lay)
     built = install.ensure_venv(lay, lay.root / "install.log")
+    install.write_lab_settings(lay)
     grading_room.prepare(lay, rec, student_names, instructor_names)
     url = hub.start(lay, rec, settings)
     return UpReport(url, student_names, instructor_names, new, str(lay.passwords), time.monotonic() - t0, built)
