@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hpclab.classroom import grading_room, load, record
+from hpclab.classroom.hub_client import HubClient
 from hpclab.classroom.layout import SLURM_ACCOUNT, layout
 from hpclab.core.errors import HpclabError
 
@@ -39,7 +40,7 @@ def passwords(lay) -> dict[str, str]:
 
 def spawn_all_at_once(base: str, pw: dict[str, str]) -> list[load.StudentRun]:
     """Stop every server, then start them all at the same moment."""
-    browsers = {u: load.StudentBrowser(base, u, p) for u, p in pw.items()}
+    browsers = {u: HubClient(base, u, p) for u, p in pw.items()}
     for b in browsers.values():
         b.login()
         b.stop_server()

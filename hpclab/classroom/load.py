@@ -18,7 +18,6 @@ import shutil
 import tempfile
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -32,6 +31,7 @@ from nbclient import NotebookClient
 from hpclab.core.errors import HpclabError
 from hpclab.site.slurm import run_slurm
 from hpclab.grading import demo
+from hpclab.classroom.hub_client import HubClient
 
 COURSE_ID = "hpclab"
 
@@ -49,110 +49,36 @@ class StudentRun:
     error: str = ""
 
 
-class StudentBrowser:
-    """One student's session with the hub and their server, as their browser would hold it."""
-
-    def __init__(self, base_url: str, user: str, password: str):
-        self.base, self.user, self.password = base_url.rstrip("/"), user, password
-        self.http = requests.Session()
-        self.token = ""
-
-    # --- the hub ---------------------------------------------------------------------------------
-
-    def login(self) -> None:
-        self.http.get(f"{self.base}/hub/login", timeout=30)
-        xsrf = self.http.cookies.get("_xsrf", "")
-        r = self.http.post(f"{self.base}/hub/login", timeout=60, allow_redirects=False,
-                           data={"username": self.user, "password": self.password, "_xsrf": xsrf})
-        if r.status_code not in (302, 303) or "login" in r.headers.get("Location", "/hub/login").split("?")[0][-6:]:
-            raise HpclabError(f"{self.user} could not log in (HTTP {r.status_code})", "check the password file")
-        # An API token for the rest, as JupyterLab gets one: asked for with the session cookie.
-        r = self.http.post(f"{self.base}/hub/api/users/{self.user}/tokens", timeout=30,
-                           headers={"X-XSRFToken": self.http.cookies.get("_xsrf", xsrf), "Referer": f"{self.base}/hub/"},
-                           json={"note": "hpclab load benchmark", "expires_in": 7200})
-        r.raise_for_status()
-        self.token = r.json()["token"]
-
-    def _hub_api(self, method: str, path: str, **kw) -> requests.Response:
-        return self.http.request(method, f"{self.base}/hub/api/{path}", timeout=60,
-                                 headers={"Authorization": f"token {self.token}"}, **kw)
-
-    def start_server(self, timeout: float = 120) -> None:
-        r = self._hub_api("POST", f"users/{self.user}/server")
-        if r.status_code not in (201, 202, 400):  # 400: already running
-            raise HpclabError(f"the hub refused to start {self.user}'s server: HTTP {r.status_code} {r.text[:200]}")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            server = self._hub_api("GET", f"users/{self.user}").json().get("servers", {}).get("", {})
-            if server.get("ready"):
-                return
-            time.sleep(0.25)
-        raise HpclabError(f"{self.user}'s server was not ready after {timeout:.0f} s")
-
-    def stop_server(self, timeout: float = 60) -> None:
-        self._hub_api("DELETE", f"users/{self.user}/server")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self._hub_api("GET", f"users/{self.user}").json().get("servers"):
-                return
-            time.sleep(0.25)
-        raise HpclabError(f"{self.user}'s server did not stop within {timeout:.0f} s")
-
-    # --- the student's own server --------------------------------------------------------------------
-
-    def _server(self, method: str, path: str, **kw) -> requests.Response:
-        r = self.http.request(method, f"{self.base}/user/{self.user}/{path}", timeout=kw.pop("timeout", 120),
-                              headers={"Authorization": f"token {self.token}"}, **kw)
-        if r.status_code >= 400:
-            raise HpclabError(f"{self.user}'s server answered {method} {path} with HTTP {r.status_code}: {r.text[:300]}")
-        return r
-
-    def assignment(self, action: str, lab: str) -> list[dict]:
-        """What the Assignments tab does: fetch, submit or fetch_feedback, then the list."""
-        return self._server("POST", f"assignments/{action}", data={"course_id": COURSE_ID, "assignment_id": lab},
-                            timeout=300).json()
-
-    def read_notebook(self, path: str) -> dict:
-        return self._server("GET", f"api/contents/{path}", params={"content": 1}).json()["content"]
-
-    def save_notebook(self, path: str, nb: dict) -> None:
-        self._server("PUT", f"api/contents/{path}", json={"type": "notebook", "format": "json", "content": nb})
-
-    def run_cells(self, cells: list[str], cwd: str, timeout: float = 1800) -> None:
-        """Run code cells in a new kernel of the student's server, in order; stop at the first error."""
-        kernel = self._server("POST", "api/kernels", json={"name": "python3"}).json()["id"]
-        url = f"{self.base.replace('http', 'ws', 1)}/user/{self.user}/api/kernels/{kernel}/channels"
-        ws = websocket.create_connection(url, header=[f"Authorization: token {self.token}"], timeout=timeout)
-        try:
-            session = uuid.uuid4().hex
-            for code in [f"import os; os.chdir({cwd!r})", *cells]:
-                error = _execute(ws, session, self.user, code, timeout)
-                if error:
-                    raise HpclabError(f"a cell failed in {self.user}'s kernel: {error}")
-        finally:
-            ws.close()
-            self._server("DELETE", f"api/kernels/{kernel}")
+def assignment(client: HubClient, action: str, lab: str) -> list | dict:
+    """What the Assignments tab does: fetch, submit or fetch_feedback `lab` (nbgrader's handler
+    in the student's own server), then nbgrader's list of the course's assignments."""
+    r = client.api("POST", f"assignments/{action}", data={"course_id": COURSE_ID, "assignment_id": lab}, timeout=300)
+    if r.status_code >= 400:
+        raise HpclabError(f"{client.username}'s Assignments tab could not {action} {lab}: HTTP {r.status_code} {r.text[:200]}")
+    return r.json()
 
 
-def _execute(ws, session: str, user: str, code: str, timeout: float) -> str:
-    """Send one execute_request (Jupyter messaging protocol 5.3) and wait for its reply; the
-    error's name and value, or ''."""
-    msg_id = uuid.uuid4().hex
-    ws.send(json.dumps({
-        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": user, "session": session,
-                   "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "version": "5.3"},
-        "parent_header": {}, "metadata": {}, "channel": "shell",
-        "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                    "allow_stdin": False, "stop_on_error": True}}))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        msg = json.loads(ws.recv())
-        if msg.get("parent_header", {}).get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "execute_reply":
-            c = msg["content"]
-            return "" if c.get("status") == "ok" else f"{c.get('ename')}: {c.get('evalue')}"
-    return f"no reply within {timeout:.0f} s"
+def read_notebook(client: HubClient, path: str) -> dict:
+    return client.contents(path)["content"]
+
+
+def save_notebook(client: HubClient, path: str, nb: dict) -> None:
+    r = client.api("PUT", f"api/contents/{path}", json={"type": "notebook", "format": "json", "content": nb})
+    r.raise_for_status()
+
+
+def run_cells(client: HubClient, cells: list[str], cwd: str, timeout: float = 1800) -> None:
+    """Run code cells in one new kernel of the student's server, in order, as Run All does;
+    stop at the first error."""
+    kernel = client.start_kernel()
+    try:
+        for code in [f"import os; os.chdir({cwd!r})", *cells]:
+            done = client.execute(code, kernel_id=kernel, timeout=timeout)
+            if done.error or done.kernel_died or done.status != "ok":
+                raise HpclabError(f"a cell failed in {client.username}'s kernel: "
+                                  f"{done.error or ('the kernel died' if done.kernel_died else done.status)}")
+    finally:
+        client.delete_kernel(kernel)
 
 
 def _text(source) -> str:
@@ -165,22 +91,19 @@ def simulate_student(base_url: str, user: str, password: str, lab: str, source_n
     time.sleep(max(0.0, t0 + arrive_at - time.monotonic()))
     run = StudentRun(user, arrived_s=round(time.monotonic() - t0, 2))
     start = time.monotonic()
-    browser = StudentBrowser(base_url, user, password)
+    client = HubClient(base_url, user, password)
     try:
-        browser.login()
+        client.login()
         run.login_s = round(time.monotonic() - start, 2)
-        t_spawn = time.monotonic()
-        browser.start_server()
-        run.spawn_s = round(time.monotonic() - t_spawn, 2)
+        run.spawn_s = round(client.start_server(), 2)
         t_lab = time.monotonic()
-        listing = browser.assignment("fetch", lab)
-        folder = _fetched_folder(listing, lab)
+        folder = _fetched_folder(assignment(client, "fetch", lab), lab)
         path = f"{folder}/{lab}.ipynb"
-        nb = demo.answered(nbformat.from_dict(browser.read_notebook(path)), source_nb)
-        browser.save_notebook(path, nb)
-        browser.run_cells([_text(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"], cwd=folder)
+        nb = demo.answered(nbformat.from_dict(read_notebook(client, path)), source_nb)
+        save_notebook(client, path, nb)
+        run_cells(client, [_text(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"], cwd=folder)
         run.lab_s = round(time.monotonic() - t_lab, 2)
-        browser.assignment("submit", lab)
+        assignment(client, "submit", lab)
         run.submitted = True
     except (HpclabError, requests.RequestException, websocket.WebSocketException, OSError, KeyError, ValueError) as e:
         run.error = (e.what if isinstance(e, HpclabError) else f"{type(e).__name__}: {e}")[:400]
