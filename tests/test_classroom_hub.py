@@ -1,0 +1,257 @@
+"""The room's JupyterHub, used as a student uses it: a password at the login form (real PAM), a
+server that is theirs (their uid, their home, their course copy, their limits), and a hub whose
+secrets and APIs stay out of their reach."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpclab.classroom import accounts, first_login, hub, hub_config, limits
+from hpclab.classroom.hub_client import HubClient
+from hpclab.classroom.layout import ClassroomLayout
+from hpclab.core.errors import HpclabError
+
+
+# --- without a hub -------------------------------------------------------------------------
+
+def test_tls_needs_both_certificate_and_key(tmp_path):
+    """Is a certificate without its key (or a key alone) refused with a clear error?"""
+    cert = tmp_path / "hub.pem"
+    cert.write_text("x")
+    with pytest.raises(HpclabError, match="both --ssl-cert and --ssl-key"):
+        hub.HubSettings(ssl_cert=cert).check()
+    with pytest.raises(HpclabError, match="both --ssl-cert and --ssl-key"):
+        hub.HubSettings(ssl_key=cert).check()
+    with pytest.raises(HpclabError, match="does not exist"):
+        hub.HubSettings(ssl_cert=cert, ssl_key=tmp_path / "missing.key").check()
+    with pytest.raises(HpclabError, match="not an IP address"):
+        hub.HubSettings(bind_ip="the-room").check()
+    hub.HubSettings(ssl_cert=cert, ssl_key=cert).check()
+    assert hub.HubSettings(ssl_cert=cert, ssl_key=cert).url().startswith("https://")
+
+
+def test_rendered_config_keeps_apis_on_loopback_and_nobody_admin(tmp_path):
+    """Does the config compile, bind both APIs to loopback, allow only the room's groups, make
+    nobody an admin and give the culler only the scopes it needs?"""
+    lay = ClassroomLayout(tmp_path)
+    text = hub_config.render(lay, hub.HubSettings(bind_ip="10.0.0.5", port=8443), slurm_conf="/etc/slurm.conf",
+                             instructors=["instructor1"], services=[{"name": "formgrader", "url": "http://127.0.0.1:9999"}],
+                             roles=[{"name": "formgrader-access", "scopes": ["access:services!service=formgrader"],
+                                     "users": ["instructor1"]}])
+    compile(text, "jupyterhub_config.py", "exec")
+    assert "c.JupyterHub.bind_url = 'http://10.0.0.5:8443/'" in text
+    assert "c.JupyterHub.hub_ip = '127.0.0.1'" in text
+    assert "c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:8001'" in text
+    assert "c.PAMAuthenticator.allowed_groups = {'hpclab-students', 'hpclab-instructors'}" in text
+    assert "c.PAMAuthenticator.admin_groups = set()" in text
+    assert "['list:users', 'read:users:activity', 'read:servers', 'delete:servers']" in text
+    assert "'formgrader'" in text and "formgrader-access" in text
+    assert "auth_token = Path(" in text  # the token is read from its 0600 file, not written here
+
+
+def test_first_login_copies_what_is_missing_and_keeps_edits(tmp_path):
+    """Does the course copy add new files, keep a student's edited one, and leave alone a path
+    the student turned into a link?"""
+    course, mine = tmp_path / "course", tmp_path / "home" / "hpclab"
+    for rel in ("notebooks/01.ipynb", "notebooks/02.ipynb", "labs/lab-a/lab.ipynb", "labs/lab-b/lab.ipynb"):
+        (course / rel).parent.mkdir(parents=True, exist_ok=True)
+        (course / rel).write_text(f"course {rel}")
+    mine.parent.mkdir()
+    assert len(first_login.copy_missing(course, mine)) == 4
+    (mine / "notebooks/01.ipynb").write_text("my answer")
+    (mine / "notebooks/02.ipynb").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    shutil.rmtree(mine / "labs/lab-b")
+    (mine / "labs/lab-b").symlink_to(tmp_path / "elsewhere")
+    copied = first_login.copy_missing(course, mine)
+    assert copied == [mine / "notebooks/02.ipynb"]
+    assert (mine / "notebooks/01.ipynb").read_text() == "my answer"
+    assert not list((tmp_path / "elsewhere").iterdir())
+    assert (mine / "runs").is_dir()
+
+
+# --- the room's hub, as its users --------------------------------------------------------------
+
+def _passwords(lay) -> dict[str, str]:
+    return dict(line.split() for line in lay.passwords.read_text().splitlines()
+                if line.strip() and not line.startswith("#"))
+
+
+@pytest.fixture(scope="module")
+def room(classroom):
+    """The classroom's hub (started if it is not running) and its URL."""
+    from hpclab.classroom import record
+
+    url = hub.start(classroom, record.load(classroom.record), hub.HubSettings())
+    return classroom, url
+
+
+def _client(room, user: str) -> HubClient:
+    lay, url = room
+    c = HubClient(url, user, _passwords(lay)[user])
+    c.login()
+    return c
+
+
+def _server_pids(user: str) -> list[int]:
+    cg = limits.cgroup(user)
+    return cg.pids() if cg is not None else []
+
+
+def _uid_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise AssertionError(pid)
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_wrong_password_and_foreign_accounts_are_refused(room):
+    """Does the login form refuse a wrong password, and an account outside the room's groups?"""
+    lay, url = room
+    with pytest.raises(HpclabError, match="refused"):
+        HubClient(url, "student01", "not-the-password").login()
+    with pytest.raises(HpclabError, match="refused"):
+        HubClient(url, "root", "whatever").login()
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_a_student_server_runs_as_the_student_in_their_home(room):
+    """Does a student who logs in with their password get a server running as their uid, with
+    HPCLAB_RUNS in their home, the course notebooks in their copy, and a kernel that runs code as
+    them? Is it counted by status and gone, with its cgroup, when stopped?"""
+    lay, _ = room
+    user, uid, home = "student01", accounts.uid("student01"), accounts.home("student01")
+    c = _client(room, user)
+    seconds = c.start_server()
+    try:
+        print(f"server of {user} ready in {seconds:.2f} s")
+        pids = _server_pids(user)
+        if limits.mode() != "none":
+            assert pids and all(_uid_of(p) == uid for p in pids)
+        names = {item["name"] for item in c.contents()["content"]}
+        assert {"notebooks", "labs", "runs"} <= names
+        course_notebooks = {p.name for p in (lay.course / "notebooks").glob("*.ipynb")}
+        assert course_notebooks and course_notebooks <= {p.name for p in (home / "hpclab/notebooks").iterdir()}
+        assert all(p.stat().st_uid == uid for p in (home / "hpclab/notebooks").iterdir())
+        run = c.execute("import os; print(os.getuid(), os.environ['HPCLAB_RUNS'], os.environ['SLURM_CONF'])")
+        got_uid, runs, slurm_conf = run.stdout.split()
+        assert int(got_uid) == uid
+        assert runs == str(ClassroomLayout.student_runs(home)) and Path(runs).is_dir()
+        assert Path(slurm_conf).is_file()
+        assert hub.running_servers(lay) >= 1
+        assert f"{hub.running_servers(lay)} servers running" in hub.status(lay)[0]
+    finally:
+        c.stop_server()
+    assert limits.cgroup(user) is None or not any(d.exists() for d in limits.cgroup(user).dirs)
+    assert not _server_pids(user)
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_a_second_start_keeps_the_students_edit(room):
+    """Does a notebook the student edited survive the next server start (the course copy never
+    overwrites), while a notebook they deleted comes back?"""
+    lay, _ = room
+    user = "student02"
+    c = _client(room, user)
+    c.start_server()
+    notebooks = sorted(item["name"] for item in c.contents("notebooks")["content"] if item["name"].endswith(".ipynb"))
+    edited, deleted = notebooks[0], notebooks[1]
+    c.save_text(f"notebooks/{edited}", "my own notes")
+    assert c.api("DELETE", f"api/contents/notebooks/{deleted}").status_code == 204
+    c.stop_server()
+    c.start_server()
+    try:
+        assert c.api("GET", f"api/contents/notebooks/{edited}?type=file&format=text").json()["content"] == "my own notes"
+        assert (accounts.home(user) / "hpclab/notebooks" / deleted).is_file()
+    finally:
+        c.stop_server()
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_a_kernel_over_the_memory_limit_is_killed_and_the_server_survives(room):
+    """Does a kernel that allocates more than its server's memory limit get killed by the
+    kernel's OOM killer inside the server's cgroup, leaving the server usable?"""
+    if limits.mode() == "none":
+        pytest.skip("no writable cgroup hierarchy here: " + limits.describe())
+    user = "student03"
+    c = _client(room, user)
+    c.start_server()
+    try:
+        cg = limits.cgroup(user)
+        limit = cg.memory_limit()
+        assert limit == int(hub.HubSettings().mem_limit_gb * (1 << 30))
+        before = cg.oom_kills()
+        over = c.execute(f"b = bytearray({limit + (512 << 20)}); print('survived')", timeout=90)
+        assert over.kernel_died and "survived" not in over.stdout
+        assert cg.oom_kills() > before
+        assert c.execute("print(6 * 7)").stdout.strip() == "42"
+    finally:
+        c.stop_server()
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_hub_secrets_are_root_only_and_unreadable_by_a_student(room):
+    """Are the hub's folder (0700), database, cookie secret, proxy token and config (0600)
+    root's, and does reading them as a student fail?"""
+    lay, _ = room
+    f = hub.files(lay)
+    assert f.folder.stat().st_uid == 0 and f.folder.stat().st_mode & 0o777 == 0o700
+    for path in (f.db, f.cookie_secret, f.proxy_token, f.config):
+        st = path.stat()
+        assert st.st_uid == 0 and st.st_mode & 0o777 == 0o600, (path, oct(st.st_mode))
+        r = subprocess.run([*accounts.as_user("student01"), "cat", str(path)], capture_output=True, text=True)
+        assert r.returncode != 0 and "Permission denied" in r.stderr and not r.stdout, path
+
+
+def _listening(port: int) -> set[str]:
+    """Local addresses of the TCP sockets listening on `port` (IPv4 and IPv6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            addr, hexport = local.split(":")
+            if state == "0A" and int(hexport, 16) == port:
+                found.add(addr)
+    return found
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_hub_and_proxy_apis_listen_on_loopback_only(room):
+    """Do the hub's API (8081) and the proxy's API (8001) listen on 127.0.0.1 and nowhere else?"""
+    loopback = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
+    for port in (hub_config.HUB_API_PORT, hub_config.PROXY_API_PORT):
+        assert _listening(port) == {loopback}, port
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_start_is_idempotent_and_the_culler_runs(room):
+    """Does a second start leave the running hub alone, and does the idle culler run as its
+    service with the configured timeout?"""
+    from hpclab.classroom import record
+
+    lay, url = room
+    pid = hub.running_pid(lay)
+    assert hub.start(lay, record.load(lay.record), hub.HubSettings()) == url
+    assert hub.running_pid(lay) == pid
+    culler = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith(
+        f"{lay.python} -m jupyterhub_idle_culler")]
+    assert culler and f"--timeout={hub.HubSettings().idle_timeout_s}" in _cmdline(culler[0])
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
