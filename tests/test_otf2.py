@@ -91,13 +91,15 @@ def prog_trace(tmp_path_factory):
     return d / "run"
 
 
-@pytest.fixture(scope="module")
-def poisson_run(tmp_path_factory):
-    """The course's Poisson kernel on 4 ranks (a 2 x 2 grid, MPI_PROC_NULL at its edges), traced."""
+@pytest.fixture(scope="module", params=["sendrecv", "nonblocking"])
+def poisson_run(request, tmp_path_factory):
+    """The course's Poisson kernel on 4 ranks (a 2 x 2 grid, MPI_PROC_NULL at its edges), traced,
+    with its default exchange (Sendrecv) and the non-blocking one (Irecv/Isend/Waitall, where one
+    Waitall completes requests on MPI_PROC_NULL and real ones)."""
     if not HAVE_MPI or not POISSON.exists():
         pytest.skip("needs mpirun, build/bin/poisson and build/lib/libmpitrace.so (make -C src)")
-    d = tmp_path_factory.mktemp("poisson") / "run"
-    mpirun(4, [str(POISSON), "--n", "64", "--iters", "20"], d / "trace")
+    d = tmp_path_factory.mktemp(f"poisson-{request.param}") / "run"
+    mpirun(4, [str(POISSON), "--n", "64", "--iters", "20", "--exchange", request.param], d / "trace")
     return d
 
 

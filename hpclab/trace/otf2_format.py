@@ -102,7 +102,7 @@ def bindings():
         # imported here, not at the top: the bindings are a system package that may be missing,
         # and only OTF2 export and import need them
         import otf2
-    except ImportError as err:
+    except (ImportError, OSError) as err:  # OSError: the C library behind the bindings
         raise HpclabError(f"the OTF2 Python bindings cannot be imported ({err})",
                           "install Debian's python3-otf2 (and otf2-tools for otf2-print): "
                           "sudo apt-get install python3-otf2 otf2-tools; then run 'make setup', "

@@ -243,14 +243,17 @@ def _write_rank(otf2, w, d: _Definitions, comms, done, rank: int, rows) -> None:
                 native.add("root")
         comp = tuple(int(q) for q in row.completes)
         if comp:
-            if all(q in live for q in comp):
-                for q in comp:
-                    k = kinds[q]
-                    if k == "send":
-                        records.append((tx, w.mpi_isend_complete, (q,)))
-                    else:
-                        records.append((tx, w.mpi_irecv, (k[1], k[2], k[3], k[4], q)))
-            else:  # a request without a message (MPI_PROC_NULL) among them: the list as it is
+            for q in comp:
+                if q not in live:
+                    continue
+                k = kinds[q]
+                if k == "send":
+                    records.append((tx, w.mpi_isend_complete, (q,)))
+                else:
+                    records.append((tx, w.mpi_irecv, (k[1], k[2], k[3], k[4], q)))
+            if not all(q in live for q in comp):
+                # requests without a message (MPI_PROC_NULL) among them have no record: the list
+                # as it is, in handle order
                 attrs[d.attrs["completes"]] = ",".join(map(str, comp))
             live.difference_update(comp)
         if call in SEND_RECV and "peer" not in native:
