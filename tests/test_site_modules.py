@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -266,10 +267,22 @@ def _need(kernel):
         pytest.skip(f"build/bin/{kernel} not built (make -C src)")
 
 
-def _sacct(job_id: str) -> dict:
-    out = run_slurm(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "Account,QOS,State"], what="ask sacct")
-    account, qos, state = out.strip().splitlines()[0].split("|")
-    return {"account": account, "qos": qos, "state": state}
+def _sacct(job_id: str, timeout: float = 90.0) -> dict:
+    """The job's accounting record (account, QOS, state) once slurmdbd has it complete: right after
+    a job ends, sacct can still show the submission's record (QOS "Unknown", id 0, or the state
+    PENDING) for some seconds, so ask again until it settles or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = run_slurm(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "Account,QOS,State"], what="ask sacct")
+        lines = out.strip().splitlines()
+        if lines:
+            account, qos, state = lines[0].split("|")
+            got = {"account": account, "qos": qos, "state": state.split()[0]}
+            if qos != "Unknown" and got["state"] not in ("PENDING", "RUNNING") or time.monotonic() > deadline:
+                return got
+        elif time.monotonic() > deadline:
+            return {}
+        time.sleep(2)
 
 
 @needs_lmod
@@ -311,3 +324,19 @@ def test_a_wrong_module_fails_the_job_with_its_name(runs_root, throwaway_account
     assert "Lmod has detected the following error" in (folder / "stderr").read_text()
     status = json.loads((folder / "status.json").read_text())
     assert status["state"] == "failed"
+
+
+@needs_lmod
+@pytest.mark.cluster
+def test_a_job_step_loads_the_modules_under_the_account(runs_root, throwaway_account, modulefiles, tmp_path):
+    """Does a profiler's kind of job step (step_argv) run on the cluster under the site's account
+    and QOS, with the modules loaded before its command?"""
+    site = load_site(_site_file(tmp_path, throwaway_account, throwaway_account, modulefiles))
+    words = templates.step_argv(site, job_name="hpclab-modules", time="00:02:00")
+    res = subprocess.run(words + ["sh", "-c", 'echo "$SLURM_JOB_ID $MPICC $LOADEDMODULES"'], capture_output=True,
+                         text=True, env=templates.step_env(site), timeout=180)
+    assert res.returncode == 0, res.stderr
+    job_id, mpicc, loaded = res.stdout.split()
+    assert mpicc.endswith("/mpicc") and loaded.startswith("gcc/") and ":openmpi/" in loaded
+    got = _sacct(job_id)
+    assert (got["account"], got["qos"]) == (throwaway_account, throwaway_account)
