@@ -243,7 +243,7 @@ def scorep_like_archive(folder: Path) -> Path:
     'main', MPI_Comm_rank (no communication), MPI_Ssend/Recv on a communicator whose ranks are
     reversed, Irecv + Waitany, Isend + Waitall, Send to MPI_PROC_NULL (no record), a Test that
     completes nothing (MpiRequestTest), Gather (as Reduce), Allreduce, a Barrier on
-    MPI_COMM_SELF, and Score-P's own metric (ignored)."""
+    MPI_COMM_SELF, a user region inside MPI_Finalize and Score-P's own metric (ignored)."""
     with otf2.writer.open(str(folder), timer_resolution=RES) as w:
         d = w.definitions
         d.paradigm(otf2.Paradigm.MPI, "MPI", otf2.ParadigmClass.PROCESS)
@@ -305,7 +305,9 @@ def scorep_like_archive(folder: Path) -> Path:
             call("MPI_Barrier", 1210, 1220, (1210, e.mpi_collective_begin, ()),
                  (1220, e.mpi_collective_end, (coll.BARRIER, self_comm, otf2.Undefined.UINT32.value, 0, 0)),
                  role=otf2.RegionRole.BARRIER)
-            call("MPI_Finalize", 1300, 1400, role=otf2.RegionRole.FUNCTION)
+            callback = reg("atexit handler", otf2.RegionRole.FUNCTION, otf2.Paradigm.USER)
+            call("MPI_Finalize", 1300, 1400, (1310, e.enter, (callback,)), (1320, e.leave, (callback,)),
+                 role=otf2.RegionRole.FUNCTION)
             e.leave(t(1500), main)
         eo = w.event_writer_from_location(omp)
         eo.enter(t(50), main)
@@ -340,6 +342,7 @@ def test_scorep_style_archive_reads_into_the_event_table(tmp_path):
     ignored = trace.meta["otf2_ignored"]
     assert ignored["collectives on MPI_COMM_SELF"] == 2
     assert ignored["MpiRequestTest"] == 2
+    assert ignored["user regions inside MPI calls"] == 4  # its Enter and Leave on both ranks
     assert ignored["events of other locations (threads, devices, metrics)"] == 2
     assert any(k.startswith("MPI calls without communication (MPI_Comm_rank") for k in ignored)
     # the course's analysis runs on it: the Ssend and the two Isends match their receives

@@ -15,7 +15,8 @@ so replay, split, wait states, message matrix and timeline run on it unchanged.
 
 Ignored, and counted in trace.meta["otf2_ignored"]: other threads and locations (OpenMP, CUDA,
 metric locations), other metrics, MpiRequestTest/Cancelled, OpenMP, thread, RMA, I/O, calling
-context and parameter records, non-blocking collectives, and collectives on MPI_COMM_SELF.
+context and parameter records, non-blocking collectives, collectives on MPI_COMM_SELF, and user
+regions inside MPI calls (docs/otf2.md has the full list).
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ def _read(otf2, reader, anchor: Path) -> Trace:
             if not is_mpi and st.open is not None:
                 ignored["user regions inside MPI calls"] += 1
             elif not is_mpi:
-                st.marker("region_begin" if kind is ev.Enter else "region_end", region.name, t, cpu, attrs)
+                if not st.marker(kind is ev.Enter, region.name, t, cpu, attrs):
+                    ignored["user regions left without their entry"] += 1
             elif kind is ev.Enter:
                 st.enter(region.name, t, cpu, attrs)
             else:
@@ -246,6 +248,7 @@ class _RankState:
         self.depth = 0  # MPI regions entered inside the open one (not recorded by PMPI tools)
         self.irecvs: dict[int, dict] = {}
         self.cpu: tuple[int, int] | None = None
+        self.regions: list[str] = []  # user regions entered and not left
 
     def _row(self, call, name, t, cpu, attrs) -> dict:
         row = {"rank": self.rank, "seq": len(self.rows), "t_enter": t, "t_exit": t, "call": call,
@@ -254,12 +257,21 @@ class _RankState:
                "cpu_enter": cpu, "cpu_exit": cpu, "sync": 0, "_attrs": attrs, "_rec": False}
         return row
 
-    def marker(self, call, name, t, cpu, attrs) -> None:
-        row = self._row(call, name, t, cpu, attrs)
+    def marker(self, begin: bool, name, t, cpu, attrs) -> bool:
+        """A region_begin or region_end row; False (no row) for a Leave of a region whose Enter
+        was not read (the event table needs properly nested regions)."""
+        if begin:
+            self.regions.append(name)
+        elif self.regions and self.regions[-1] == name:
+            self.regions.pop()
+        else:
+            return False
+        row = self._row("region_begin" if begin else "region_end", name, t, cpu, attrs)
         row["t_exit"] = t + int(attrs.get("marker_ns", 0))
         if cpu >= 0:
             row["cpu_exit"] = cpu + int(attrs.get("marker_cpu_ns", 0))
         self.rows.append(row)
+        return True
 
     def enter(self, name, t, cpu, attrs) -> None:
         if self.open is not None:
