@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from hpclab.cluster import local
+from hpclab.site import modules
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.classroom import accounting, accounts, grading_room, hub, install, record
@@ -108,6 +109,8 @@ def _up(students: int, instructors: int, settings: hub.HubSettings | None, limit
     install.copy_course(lay)
     built = install.ensure_venv(lay, lay.root / "install.log")
     install.write_lab_settings(lay)
+    # Module files for the system compiler and Open MPI (sites/classroom.yaml loads them in every job).
+    modules.write_modulefiles(lay.modulefiles)
     grading_room.prepare(lay, rec, student_names, instructor_names)
     url = hub.start(lay, rec, settings)
     return UpReport(url, student_names, instructor_names, new, str(lay.passwords), time.monotonic() - t0, built)

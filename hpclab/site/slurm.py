@@ -94,6 +94,10 @@ def run_slurm(argv: list[str], what: str, check: bool = True) -> str:
     if check and res.returncode != 0:
         msg = " ".join(res.stderr.strip().splitlines()[-2:]) or f"exit code {res.returncode}"
         hint = "is the cluster up? run `hpclab cluster up` (local site) or check `sinfo`"
+        if "invalid account" in msg.lower() or "qos" in msg.lower():
+            # Accounting is enforced (a site, or the classroom): the user has no such association.
+            hint = ("check your Slurm associations with `sacctmgr show assoc user=$USER` and the site "
+                    "profile's account and qos (HPCLAB_SITE)")
         raise HpclabError(f"cannot {what}: {' '.join(argv[:2])} said: {msg}", hint)
     return res.stdout
 
