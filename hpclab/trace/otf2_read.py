@@ -21,8 +21,11 @@ regions inside MPI calls (docs/otf2.md has the full list).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -53,17 +56,41 @@ def load_archive(path: str | os.PathLike) -> Trace:
                           "pass the archive's anchor file (e.g. traces.otf2, as Score-P writes "
                           "it into scorep-*/) or the folder that holds it")
     otf2 = fmt.bindings()
-    try:
-        reader_cm = otf2.reader.open(str(anchor))
-        reader = reader_cm.__enter__()
-    except Exception as err:  # the library raises its own error types (and TraceReaderError)
-        raise HpclabError(f"{anchor} cannot be read as an OTF2 archive ({err})",
+    with _c_stderr() as said:
+        try:
+            reader_cm = otf2.reader.open(str(anchor))
+            reader = reader_cm.__enter__()
+            failed = None
+        except Exception as err:  # the library raises its own error types (and TraceReaderError)
+            failed = err
+    if failed is not None:
+        lines = [re.sub(r"^\[OTF2\] [^:]*:\d+: (error: )?", "", ln) for ln in said() if ln.strip()]
+        why = f"{lines[0]}" if lines else str(failed)
+        raise HpclabError(f"{anchor} cannot be read as an OTF2 archive ({why})",
                           "check that the archive is complete (anchor file, .def file and the "
-                          "folder of event files); otf2-print names what is wrong") from None
+                          "folder of event files); otf2-print names what is wrong")
     try:
         return _read(otf2, reader, anchor)
     finally:
         reader_cm.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def _c_stderr():
+    """Capture what the OTF2 C library prints on file descriptor 2 (it reports a bad archive
+    there, line by line, before the bindings raise); yields a function returning those lines."""
+    lines: list[str] = []
+    with tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield lambda: lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            lines.extend(tmp.read().decode(errors="replace").splitlines())
 
 
 def _ranks(otf2, defs) -> list:
