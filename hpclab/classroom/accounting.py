@@ -9,11 +9,14 @@ are coordinators of the course account: they see and may cancel every student's 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from hpclab.cluster import config, local
 from hpclab.classroom.layout import SLURM_ACCOUNT, STUDENT_QOS
 from hpclab.classroom.record import Record
+
+SERVER_PARTITION = "servers"  # where --spawner slurm puts the students' servers (hub.py)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class StudentLimits:
 
 def render_policy(limits: StudentLimits) -> str:
     """The lines slurm.conf includes (policy.conf) while a classroom is up."""
+    server_cpus = max(1, (os.cpu_count() or 1) // 4)
     return f"""{config.MARKER}: the scheduling policy of a room, written by 'hpclab classroom up'.
 # 'hpclab classroom down' empties it again.
 # A job is accepted only for a user associated with an account, within the limits of its QOS
@@ -51,6 +55,11 @@ PriorityWeightQOS=0
 PriorityDecayHalfLife=01:00:00
 PriorityCalcPeriod=1
 PriorityFavorSmall=NO
+# The students' JupyterLab servers as Slurm jobs (hpclab classroom up --spawner slurm, hub.py): a
+# server mostly waits for its student, so up to 32 share a core, each bounded by its memory. A core
+# a server holds is not given to a lab job (the default partition does not oversubscribe), so the
+# servers together hold at most {server_cpus} CPU(s) per node and the lab jobs keep the rest.
+PartitionName={SERVER_PARTITION} Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=FORCE:32 MaxCPUsPerNode={server_cpus}
 """
 
 

@@ -32,14 +32,14 @@ from hpclab.cluster import local
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
-from hpclab.classroom import grading_room, hub_config, limits
+from hpclab.classroom import accounting, grading_room, hub_config, limits
 from hpclab.classroom.layout import INSTRUCTORS_GROUP, SLURM_ACCOUNT, STUDENTS_GROUP, ClassroomLayout
 from hpclab.classroom.record import Record
 
 CHP_VERSION = "5.1.0"  # configurable-http-proxy from npm (checked with JupyterHub 6.1.1 here)
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 60.0
-SERVER_PARTITION = "servers"
+SERVER_PARTITION = accounting.SERVER_PARTITION
 SERVER_QOS = "hpclab-server"
 
 
@@ -215,17 +215,20 @@ def _members(group: str) -> list[str]:
 
 
 def start(lay: ClassroomLayout, rec: Record, settings: HubSettings) -> str:
-    """Start the room's hub (a running one is left alone) and return its public URL. Raises
+    """Start the room's hub and return its public URL. A hub running with the same settings is left
+    alone; one running with other settings is stopped and started with these. Raises
     HpclabError with the log's last lines when it does not answer within START_TIMEOUT_S."""
     settings.check()
     if os.geteuid() != 0:
         raise HpclabError("the hub logs students in with PAM and starts servers as them: it needs root",
                           "run 'sudo .venv/bin/hpclab classroom up'")
     f = files(lay)
-    pid = running_pid(lay)
-    if pid is not None:
+    if running_pid(lay) is not None:
         state = _read_state(lay)
-        return state.get("url", settings.url())
+        if state.get("settings") == _settings_dict(settings):
+            return state.get("url", settings.url())
+        # `up` asked for another hub (spawner, address, limits): servers stop, files stay
+        stop(lay, rec)
     jupyterhub = lay.venv / "bin" / "jupyterhub"
     if not jupyterhub.exists():
         raise HpclabError(f"JupyterHub is not installed in the classroom's venv ({jupyterhub} is missing)",
@@ -272,11 +275,14 @@ def start(lay: ClassroomLayout, rec: Record, settings: HubSettings) -> str:
                               f"read {f.log}:\n{_tail(f.log)}")
         time.sleep(0.25)
     write_atomic(f.pid, f"{proc.pid}\n", mode=0o600)
-    _write_state(lay, {"url": url, "pid": proc.pid, "settings": {k: str(v) if isinstance(v, Path) else v
-                                                                 for k, v in asdict(settings).items()},
+    _write_state(lay, {"url": url, "pid": proc.pid, "settings": _settings_dict(settings),
                        "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "start_s": round(time.monotonic() - t0, 2),
                        "limits": limits.mode()})
     return url
+
+
+def _settings_dict(settings: HubSettings) -> dict:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()}
 
 
 def _read_state(lay: ClassroomLayout) -> dict:
