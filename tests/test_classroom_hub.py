@@ -4,6 +4,7 @@ secrets and APIs stay out of their reach."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -255,3 +256,60 @@ def _cmdline(proc: Path) -> str:
         return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
     except OSError:
         return ""
+
+
+def _server_jobs(user: str) -> list[list[str]]:
+    from hpclab.cluster import local
+    from hpclab.core import commands
+
+    r = commands.run(["squeue", "-h", "-u", user, "-p", hub.SERVER_PARTITION, "-o", "%i %u %P %q %T"],
+                     "list the server jobs", env={**os.environ, **local.slurm_env()}, timeout=20)
+    return [line.split() for line in r.stdout.splitlines()] if r is not None else []
+
+
+def _processes_of(user: str) -> list[int]:
+    uid = accounts.uid(user)
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _uid_or_none(int(p.name)) == uid]
+
+
+def _uid_or_none(pid: int) -> int | None:
+    try:
+        return _uid_of(pid)
+    except (OSError, AssertionError):
+        return None
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+@pytest.mark.slow
+def test_stop_takes_every_server_and_the_slurm_spawner_runs_servers_as_jobs(room):
+    """Does stopping the hub stop a running local server with its cgroup? With --spawner slurm,
+    is a student's server a Slurm job of theirs (servers partition, server QOS) whose kernel runs
+    as them inside the job, and does stopping the hub cancel that job?"""
+    from hpclab.classroom import record
+
+    lay, url = room
+    rec = record.load(lay.record)
+    user = "student01"
+    try:
+        c = _client(room, user)
+        c.start_server()
+        assert _processes_of(user)
+        # `up` with other settings restarts the hub: the local server goes, with its cgroup
+        assert hub.start(lay, rec, hub.HubSettings(spawner="slurm")) == url
+        assert not _processes_of(user)
+        assert limits.cgroup(user) is None or not any(d.exists() for d in limits.cgroup(user).dirs)
+
+        c = _client(room, user)
+        seconds = c.start_server(timeout=150)
+        print(f"server of {user} as a Slurm job ready in {seconds:.2f} s")
+        jobs = _server_jobs(user)
+        assert len(jobs) == 1 and jobs[0][1:] == [user, hub.SERVER_PARTITION, hub.SERVER_QOS, "RUNNING"], jobs
+        out = c.execute("import os; print(os.getuid(), os.environ.get('SLURM_JOB_ID'))").stdout.split()
+        assert out == [str(accounts.uid(user)), jobs[0][0]]
+        assert "1 servers running" in hub.status(lay)[0]
+        assert hub.stop(lay, rec)
+        assert hub.running_pid(lay) is None and not _server_jobs(user)
+        assert _listening(hub_config.PROXY_API_PORT) == set() and _listening(hub_config.HUB_API_PORT) == set()
+    finally:
+        hub.start(lay, rec, hub.HubSettings())  # the room's default again
