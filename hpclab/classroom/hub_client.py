@@ -39,41 +39,46 @@ class Execution:
 
 
 class HubClient:
-    def __init__(self, url: str, username: str, password: str, verify: bool = True, timeout: float = 30.0):
+    def __init__(self, url: str, username: str, password: str, verify: bool | str = True, timeout: float = 30.0):
+        """`verify`: check the hub's TLS certificate (True), not (False: a self-signed one), or
+        against this CA file."""
         self.url = url if url.endswith("/") else url + "/"
         self.username = username
         self.password = password
         self.timeout = timeout
+        self.verify = verify
         self.session = requests.Session()
-        self.session.verify = verify
         self.token: str | None = None
+
+    def _request(self, method: str, url: str, **kw) -> requests.Response:
+        # verify on every request: requests lets REQUESTS_CA_BUNDLE override a session's verify=False
+        kw.setdefault("timeout", self.timeout)
+        return self.session.request(method, url, verify=self.verify, **kw)
 
     # --- the hub --------------------------------------------------------------------------
 
     def login(self) -> None:
         """Log in through the hub's login form, then ask the hub for an API token of this user."""
         s = self.session
-        r = s.get(self.url + "hub/login", timeout=self.timeout)
+        r = self._request("GET", self.url + "hub/login")
         r.raise_for_status()
         xsrf = s.cookies.get("_xsrf", path="/hub/") or s.cookies.get("_xsrf")
-        r = s.post(self.url + "hub/login?next=", data={"username": self.username, "password": self.password,
-                                                        "_xsrf": xsrf}, allow_redirects=False, timeout=self.timeout)
+        r = self._request("POST", self.url + "hub/login?next=", allow_redirects=False,
+                          data={"username": self.username, "password": self.password, "_xsrf": xsrf})
         if r.status_code != 302 or not any(c.name.startswith("jupyterhub-session") for c in s.cookies):
             raise HpclabError(f"the hub refused {self.username}'s login (HTTP {r.status_code})",
                               "check the password in the instructors' passwords.txt and that the account is in "
                               "the classroom's groups")
-        r = s.post(self.url + f"hub/api/users/{quote(self.username)}/tokens",
-                   json={"note": "hpclab hub_client", "expires_in": 3600},
-                   headers={"X-XSRFToken": s.cookies.get("_xsrf", path="/hub/") or xsrf or ""},
-                   timeout=self.timeout)
+        r = self._request("POST", self.url + f"hub/api/users/{quote(self.username)}/tokens",
+                          json={"note": "hpclab hub_client", "expires_in": 3600},
+                          headers={"X-XSRFToken": s.cookies.get("_xsrf", path="/hub/") or xsrf or ""})
         if r.status_code not in (200, 201):
             raise HpclabError(f"the hub gave {self.username} no API token (HTTP {r.status_code}: {r.text[:200]})",
                               "read the hub's log (hpclab classroom status names it)")
         self.token = r.json()["token"]
 
     def _hub(self, method: str, path: str, **kw) -> requests.Response:
-        return self.session.request(method, self.url + "hub/api/" + path, headers=self._auth(),
-                                    timeout=kw.pop("timeout", self.timeout), **kw)
+        return self._request(method, self.url + "hub/api/" + path, headers=self._auth(), **kw)
 
     def _auth(self) -> dict:
         if not self.token:
@@ -127,8 +132,7 @@ class HubClient:
 
     def api(self, method: str, path: str, **kw) -> requests.Response:
         """A request to the user's Jupyter server (path below /user/<name>/, e.g. 'api/contents')."""
-        return self.session.request(method, self.server_url() + path, headers=self._auth(),
-                                    timeout=kw.pop("timeout", self.timeout), **kw)
+        return self._request(method, self.server_url() + path, headers=self._auth(), **kw)
 
     def contents(self, path: str = "") -> dict:
         r = self.api("GET", "api/contents/" + quote(path))
@@ -158,7 +162,8 @@ class HubClient:
         u = urlparse(self.server_url())
         ws_url = f"{'wss' if u.scheme == 'https' else 'ws'}://{u.netloc}{u.path}api/kernels/{kernel_id}/channels" \
                  f"?session_id={uuid.uuid4().hex}"
-        sslopt = {} if self.session.verify else {"cert_reqs": 0}
+        sslopt = {"cert_reqs": 0} if self.verify is False else \
+            {"ca_certs": self.verify} if isinstance(self.verify, str) else {}
         ws = websocket.create_connection(ws_url, header=[f"Authorization: token {self.token}"], timeout=timeout,
                                          sslopt=sslopt)
         try:
