@@ -282,3 +282,49 @@ def test_a_student_s_server_has_the_assignments_tab_and_no_formgrader(round_):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(15)
+
+
+def _hub_url(lay) -> str:
+    state = lay.hub / "hub.json"
+    if not state.is_file():
+        pytest.fail(f"the classroom's hub is not running ({state} is missing): 'hpclab classroom up'")
+    return json.loads(state.read_text())["url"].rstrip("/")
+
+
+def _login(url: str, user: str, password: str):
+    import requests
+
+    s = requests.Session()
+    kw = {"timeout": 30, "verify": False}   # the hub's certificate may be a self-signed one
+    s.get(f"{url}/hub/login", **kw)
+    r = s.post(f"{url}/hub/login", data={"username": user, "password": password,
+                                         "_xsrf": s.cookies.get("_xsrf", path="/hub/")},
+               allow_redirects=False, **kw)
+    assert r.status_code == 302 and "login" not in r.headers.get("location", ""), (user, r.status_code)
+    return s, kw
+
+
+def test_only_instructors_reach_the_formgrader_and_it_grades_in_the_sandbox(round_):
+    """Through the hub: is the formgrader service refused to a logged-in student, open to an
+    instructor, and does its Autograde button grade in the sandbox (the answers checked by the
+    grader outside the kernel)?"""
+    import urllib3
+
+    urllib3.disable_warnings()
+    lay = round_["lay"]
+    url = _hub_url(lay)
+    passwords = dict(line.split() for line in lay.passwords.read_text().splitlines()
+                     if line.strip() and not line.startswith("#"))
+    page = f"{url}/services/{grading_room.COURSE_ID}/formgrader"
+    s, kw = _login(url, "student02", passwords["student02"])
+    assert s.get(page, **kw).status_code == 403
+    assert s.get(f"{page}/api/assignments", **kw).status_code == 403
+    instructor = grading_room.instructors()[0]
+    s, kw = _login(url, instructor, passwords[instructor])
+    r = s.get(page, **kw)
+    assert r.status_code == 200 and "formgrade" in r.text
+    assert LAB in {a["name"] for a in s.get(f"{page}/api/assignments", **kw).json()}
+    xsrf = s.cookies.get("_xsrf", path=f"/services/{grading_room.COURSE_ID}/")
+    r = s.post(f"{page}/api/submission/{LAB}/student01/autograde", headers={"X-XSRFToken": xsrf}, **kw)
+    assert r.status_code == 200 and r.json()["success"], r.text[-2000:]
+    assert "@@hpclab-answers@@" in r.json()["log"]      # cells ran through hpclab.grading.answers

@@ -164,6 +164,9 @@ def _make_course(lay: ClassroomLayout, rec: Record) -> None:
                 os.lchown(os.path.join(folder, name), uid, gid)
                 os.chmod(os.path.join(folder, name), 0o660)
     course.chmod(0o2770)
+    gradebook = course / "gradebook.db"
+    if gradebook.exists():   # the formgrader service makes it with the hub's umask (0644)
+        gradebook.chmod(0o660)
 
 
 def _room_block(lay: ClassroomLayout) -> str:
