@@ -313,3 +313,27 @@ def test_stop_takes_every_server_and_the_slurm_spawner_runs_servers_as_jobs(room
         assert _listening(hub_config.PROXY_API_PORT) == set() and _listening(hub_config.HUB_API_PORT) == set()
     finally:
         hub.start(lay, rec, hub.HubSettings())  # the room's default again
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_a_student_reaches_neither_another_students_server_nor_the_proxy_api(room):
+    """With their own login, can a student not open another student's server? Does the proxy's
+    API (reachable on loopback from the student's own processes) refuse them without its token,
+    which their server's environment does not hold?"""
+    owner, other = _client(room, "student01"), _client(room, "student02")
+    owner.start_server()
+    try:
+        r = other._request("GET", owner.server_url() + "api/contents", headers=other._auth(), allow_redirects=False)
+        assert r.status_code in (302, 403), r.status_code
+        assert owner.contents()["type"] == "directory"
+        env = owner.execute("import os; print(sorted(os.environ))").stdout
+        assert "CONFIGPROXY_AUTH_TOKEN" not in env and "JUPYTERHUB_CRYPT_KEY" not in env
+        probe = subprocess.run([*accounts.as_user("student01"), "python3", "-c",
+                                "import urllib.request as u, urllib.error as e\n"
+                                "try: print(u.urlopen('http://127.0.0.1:8001/api/routes').status)\n"
+                                "except e.HTTPError as x: print(x.code)"],
+                               capture_output=True, text=True, timeout=30, cwd="/")
+        assert probe.stdout.strip() == "403", probe
+    finally:
+        owner.stop_server()

@@ -347,6 +347,8 @@ def running_servers(lay: ClassroomLayout) -> int:
 
 
 def status(lay: ClassroomLayout) -> list[str]:
+    if lay.hub.exists() and not os.access(lay.hub, os.R_OK | os.X_OK):
+        return [f"hub: its folder {lay.hub} is root's only: run 'sudo hpclab classroom status' to see it"]
     pid = running_pid(lay)
     state = _read_state(lay)
     if pid is None:
