@@ -56,9 +56,10 @@ PriorityDecayHalfLife=01:00:00
 PriorityCalcPeriod=1
 PriorityFavorSmall=NO
 # The students' JupyterLab servers as Slurm jobs (hpclab classroom up --spawner slurm, hub.py): a
-# server mostly waits for its student, so up to 32 share a core, each bounded by its memory. A core
-# a server holds is not given to a lab job (the default partition does not oversubscribe), so the
-# servers together hold at most {server_cpus} CPU(s) per node and the lab jobs keep the rest.
+# server mostly waits for its student, so up to 32 share a core, each bounded by its memory, and
+# together they hold at most {server_cpus} CPU(s) per node. Measured here: while a server job runs, a
+# job of a partition that does not oversubscribe (OverSubscribe=NO, the course's) waits for
+# Resources; in a partition with OverSubscribe=FORCE:1 it starts beside the servers.
 PartitionName={SERVER_PARTITION} Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=FORCE:32 MaxCPUsPerNode={server_cpus}
 """
 
