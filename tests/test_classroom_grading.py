@@ -128,6 +128,17 @@ def round_(room, runs):
     grading_room.submit(lay, "student02", LAB, forged_dir, as_student="student01")
     out["forged_name"] = (set(os.listdir(inbound)) - before).pop()
 
+    # student03 makes a submission folder by hand, with links to the instructors' sources
+    course = lay.nbgrader_course
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    hand = inbound / f"student03+{LAB}+{stamp}.000000 UTC+{secrets.token_hex(6)}"
+    made = as_user("student03", ["sh", "-c", f"mkdir '{hand}' && cp '{out['released']}/{NB}' '{hand}/' && "
+                                 f"echo '{stamp}.000000 UTC' > '{hand}/timestamp.txt' && "
+                                 f"echo {secrets.token_hex(32)} > '{hand}/submission_secret.txt' && "
+                                 f"ln -s '{course}/source/{LAB}/{NB}' '{hand}/leak.json' && "
+                                 f"ln -s '{course}/source' '{hand}/sources'"])
+    assert made.returncode == 0, made.stderr
+
     out["graded"] = grading_room.collect_and_autograde(lay, LAB)
     out["feedback"] = grading_room.release_feedback(lay, LAB)
     out["feedback1"] = grading_room.fetch_feedback(lay, "student01", LAB, folder1)
@@ -210,11 +221,22 @@ def test_a_submission_under_another_student_s_name_is_not_collected(round_):
     """Is the submission student02 filed as student01 (newer than student01's) left out, and
     student01 graded on their own?"""
     graded = round_["graded"]
-    assert (round_["forged_name"], "student02") in graded.forged
+    assert (round_["forged_name"], "it was submitted by student02") in graded.refused
     secret = (round_["submission1"] / "submission_secret.txt").read_text()
     collected = round_["lay"].nbgrader_course / "submitted" / "student01" / LAB / "submission_secret.txt"
     assert collected.read_text() == secret
     assert graded.scores["student01"] == (7.0, 7.0)
+
+
+def test_links_in_a_hand_made_submission_are_not_followed(round_):
+    """Does a submission folder made by hand in inbound/ with links to the instructors' sources
+    get collected without the links and without any file they point to?"""
+    sub = round_["lay"].nbgrader_course / "submitted" / "student03" / LAB
+    assert (sub / NB).is_file()
+    assert not any(p.is_symlink() for p in sub.rglob("*"))
+    assert not (sub / "leak.json").exists() and not (sub / "sources").exists()
+    assert not any("BEGIN HIDDEN TESTS" in p.read_text(errors="replace") for p in sub.rglob("*") if p.is_file())
+    assert {("student03", "leak.json"), ("student03", "sources")} <= set(round_["graded"].links)
 
 
 def test_feedback_reaches_its_student_only(round_):

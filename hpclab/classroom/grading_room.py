@@ -327,7 +327,8 @@ def release(lay: ClassroomLayout, lab: str) -> Path:
 class Autograded:
     """What collect_and_autograde did: scores {student: (score, max)} from the gradebook, the
     students whose submission was collected now and graded now, the seconds each step took,
-    and the submissions left out as forged ((inbound name, real owner))."""
+    the submissions refused ((inbound name, why): filed under another student's name, or not
+    made by nbgrader submit) and the links left out of the collected copies ((student, link))."""
 
     lab: str
     scores: dict[str, tuple[float, float]]
@@ -335,7 +336,8 @@ class Autograded:
     graded: list[str]
     collect_s: float
     autograde_s: float
-    forged: list[tuple[str, str]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    links: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def s_per_submission(self) -> float:
@@ -351,15 +353,17 @@ def _stamps(lay: ClassroomLayout, kind: str, lab: str) -> dict[str, str]:
 
 def collect_and_autograde(lay: ClassroomLayout, lab: str) -> Autograded:
     """Collect every student's newest own submission of `lab` from the exchange (nbgrader
-    collect --update, with the owner check of hpclab.classroom.exchange) and autograde what is
+    collect --update, with the owner and link checks of hpclab.classroom.exchange) and autograde what is
     new in the sandbox (hpclab.grading.pipeline's autograde), as the grader."""
     _check_lab(lab)
     before = _stamps(lay, "submitted", lab)
     t0 = time.monotonic()
     r = _as_grader(lay, [_nbgrader(lay), "collect", "--update", lab], f"collect {lab}")
     collect_s = time.monotonic() - t0
-    forged = {(name, who) for name, who in
-              re.findall(r"not collected: (.+?) names \S+ but was submitted by (\S+)", r.stdout + r.stderr)}
+    refused = {(name, why) for name, why in
+               re.findall(r"not collected: (.+?) names \S+ but (.+)", r.stdout + r.stderr)}
+    links = {(student, link) for student, link in
+             re.findall(r"not collected from (\S+)'s submission: the link (.+?) -> ", r.stdout + r.stderr)}
     submitted = _stamps(lay, "submitted", lab)
     collected = sorted(s for s, stamp in submitted.items() if before.get(s) != stamp)
     graded_before = _stamps(lay, "autograded", lab)
@@ -370,7 +374,7 @@ def collect_and_autograde(lay: ClassroomLayout, lab: str) -> Autograded:
     graded = sorted(s for s, stamp in _stamps(lay, "autograded", lab).items() if graded_before.get(s) != stamp)
     scores = {s: (sum(v[0] for v in cells.values()), sum(v[1] for v in cells.values()))
               for s, cells in pipeline.cell_scores(lay.nbgrader_course, lab).items()}
-    return Autograded(lab, scores, collected, graded, collect_s, autograde_s, sorted(forged))
+    return Autograded(lab, scores, collected, graded, collect_s, autograde_s, sorted(refused), sorted(links))
 
 
 def release_feedback(lay: ClassroomLayout, lab: str) -> list[Path]:
