@@ -350,3 +350,29 @@ def test_only_instructors_reach_the_formgrader_and_it_grades_in_the_sandbox(roun
     r = s.post(f"{page}/api/submission/{LAB}/student01/autograde", headers={"X-XSRFToken": xsrf}, **kw)
     assert r.status_code == 200 and r.json()["success"], r.text[-2000:]
     assert "@@hpclab-answers@@" in r.json()["log"]      # cells ran through hpclab.grading.answers
+
+
+def test_remove_takes_away_what_prepare_recorded_and_nothing_else(tmp_path):
+    """Does remove() delete the exchange, the course folder and the config files the record
+    names, and leave alone what others made (the hub's folder, the venv's own files)?"""
+    from hpclab.classroom.layout import ClassroomLayout
+
+    lay = ClassroomLayout(tmp_path / "room")
+    rec = record.Record(tmp_path / "record.json")
+    files = grading_room.room_files(lay)
+    for path in (lay.exchange / grading_room.COURSE_ID / "inbound", lay.nbgrader_course / "source",
+                 lay.hub, lay.venv / "etc" / "jupyter" / "jupyter_server_config.d"):
+        path.mkdir(parents=True)
+    for path in files.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    other = lay.venv / "etc" / "jupyter" / "jupyter_server_config.d" / "nbgrader.json"
+    other.write_text("{}")
+    for path in (lay.exchange, lay.exchange / grading_room.COURSE_ID, lay.nbgrader_course,
+                 grading_room.formgrader_config_dir(lay), *files.values(), lay.hub):
+        rec.note("folders", str(path))
+    grading_room.remove(lay, rec)
+    assert not lay.exchange.exists() and not lay.nbgrader_course.exists()
+    assert not any(p.exists() for p in files.values())
+    assert lay.hub.is_dir() and other.is_file()
+    assert rec.folders == [str(lay.hub)]
