@@ -318,15 +318,21 @@ def test_stop_takes_every_server_and_the_slurm_spawner_runs_servers_as_jobs(room
 @pytest.mark.cluster
 @pytest.mark.classroom
 def test_a_student_reaches_neither_another_students_server_nor_the_proxy_api(room):
-    """With their own login, can a student not open another student's server? Does the proxy's
+    """With their own login, can neither another student nor an instructor open a student's server? Does the proxy's
     API (reachable on loopback from the student's own processes) refuse them without its token,
     which their server's environment does not hold?"""
     owner, other = _client(room, "student01"), _client(room, "student02")
     owner.start_server()
     try:
-        r = other._request("GET", owner.server_url() + "api/contents", headers=other._auth(), allow_redirects=False)
-        assert r.status_code in (302, 403), r.status_code
+        for intruder in (other, _client(room, "instructor1")):  # instructors manage servers, never enter them
+            r = intruder._request("GET", owner.server_url() + "api/contents", headers=intruder._auth(),
+                                  allow_redirects=False)
+            assert r.status_code in (302, 403), (intruder.username, r.status_code)
         assert owner.contents()["type"] == "directory"
+        instructor = _client(room, "instructor1")
+        listing = instructor._hub("GET", "users")
+        assert listing.status_code == 200 and "student01" in {u["name"] for u in listing.json()}
+        assert other._hub("GET", "users").status_code == 403  # a student does not list the room
         env = owner.execute("import os; print(sorted(os.environ))").stdout
         assert "CONFIGPROXY_AUTH_TOKEN" not in env and "JUPYTERHUB_CRYPT_KEY" not in env
         probe = subprocess.run([*accounts.as_user("student01"), "python3", "-c",
