@@ -62,6 +62,26 @@ class ClassroomSpawnerMixin(HasTraits):
                                f"(exit {proc.returncode}): {text[-500:]}")
         self.log.info("%s: %s", self.user.name, text)
 
+    async def _until_listening(self, ip: str, port: int, timeout: float = 45.0) -> None:
+        """Return once the new server accepts connections (or died, or `timeout` s passed). The hub
+        then checks it over HTTP with a back-off that doubles from 0.2 s: a server up at 2.5 s
+        would be seen only at about 3 s or 6 s. Polling the port every 50 ms here makes that
+        first check the one that succeeds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        tries = 0
+        while loop.time() < deadline:
+            try:
+                _, writer = await asyncio.open_connection(ip or "127.0.0.1", port)
+                writer.close()
+                return
+            except OSError:
+                pass
+            tries += 1
+            if tries % 20 == 0 and await self.poll() is not None:
+                return  # it died: the hub's own check reports it
+            await asyncio.sleep(0.05)
+
     async def run_pre_spawn_hook(self):
         await self._copy_course()
         result = super().run_pre_spawn_hook()
@@ -83,7 +103,9 @@ class ClassroomLocalSpawner(ClassroomSpawnerMixin, LocalProcessSpawner):
         else:
             self.log.info("%s's server: %d MiB, %.2g CPUs (%s)", self.user.name, mem >> 20, cpus,
                           self._cgroup.version)
-        return await super().start()
+        ip, port = await super().start()
+        await self._until_listening(ip, port)
+        return ip, port
 
     def make_preexec_fn(self, name):
         become_student = super().make_preexec_fn(name)
@@ -141,3 +163,8 @@ class ClassroomSlurmSpawner(ClassroomSpawnerMixin, SlurmSpawner):
 
     def state_gethost(self):
         return "127.0.0.1"
+
+    async def start(self):
+        ip, port = await super().start()
+        await self._until_listening(ip, port)
+        return ip, port
