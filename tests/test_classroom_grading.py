@@ -51,12 +51,12 @@ def as_user(user: str, argv: list[str], timeout: float = 60) -> subprocess.Compl
     return subprocess.run([*accounts.as_user(user), *argv], capture_output=True, text=True, timeout=timeout)
 
 
-def _notebook(lay, kind: str, probe: dict | None = None):
-    """The student's notebook: the release answered from the source ("full"), or unchanged;
-    with PROBE at the top of the fit cell when probe (its @NAME@s) is given."""
+def _notebook(lay, probe: dict | None = None):
+    """The student's notebook: the release answered from the source, with PROBE at the top of
+    the fit cell when probe (its @NAME@s) is given."""
     source = nbformat.read(lay.nbgrader_course / "source" / LAB / NB, as_version=4)
     released = nbformat.read(lay.nbgrader_course / "release" / LAB / NB, as_version=4)
-    nb = demo._student_notebook(kind, released, source)
+    nb = demo.answered(released, source)
     if probe:
         code = PROBE
         for key, value in probe.items():
@@ -110,7 +110,7 @@ def round_(room, runs):
 
     lab1 = grading_room.fetch(lay, "student01", LAB, folder1)
     out["fetched_owner"] = lab1.stat().st_uid
-    _hand_over(lay, "student01", lab1, _notebook(lay, "full"), runs)
+    _hand_over(lay, "student01", lab1, _notebook(lay), runs)
     mine = set(os.listdir(inbound))
     grading_room.submit(lay, "student01", LAB, folder1)
     out["submission1"] = inbound / (set(os.listdir(inbound)) - mine).pop()
@@ -119,7 +119,7 @@ def round_(room, runs):
     # one (the release, unanswered) filed under student01's name
     lab2 = grading_room.fetch(lay, "student02", LAB, folder2)
     probe = {"COURSE": lay.nbgrader_course, "INBOUND": inbound, "HOME1": home1}
-    _hand_over(lay, "student02", lab2, _notebook(lay, "full", probe), runs)
+    _hand_over(lay, "student02", lab2, _notebook(lay, probe), runs)
     grading_room.submit(lay, "student02", LAB, folder2)
     forged_dir = folder2 / "forged"
     lab2f = grading_room.fetch(lay, "student02", LAB, forged_dir)
