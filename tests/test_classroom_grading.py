@@ -184,6 +184,19 @@ def test_another_student_can_neither_list_nor_find_a_submission(round_):
     assert released.returncode == 0 and NB in released.stdout
 
 
+def test_students_cannot_replace_the_course_s_exchange_or_a_released_lab(round_):
+    """Can a student rename the course's folder in the world-writable exchange (the sticky bit
+    forbids it), or write into outbound/ or a released lab?"""
+    lay = round_["lay"]
+    course = lay.exchange / grading_room.COURSE_ID
+    moved = as_user("student02", ["mv", str(course), str(lay.exchange / "planted")])
+    assert moved.returncode != 0 and course.is_dir(), moved.stderr
+    for target in (course / "outbound" / "planted", round_["released"] / NB, course / "feedback" / "x.html"):
+        r = as_user("student02", ["sh", "-c", f"echo x >> '{target}'"])
+        assert r.returncode != 0 and "Permission denied" in r.stderr, target
+    assert not (course / "outbound" / "planted").exists() and not (course / "feedback" / "x.html").exists()
+
+
 def test_students_cannot_read_the_course_or_the_gradebook(round_):
     """Can a student read the instructors' course folder, the gradebook, the source notebooks
     (solutions, hidden tests) or the collected submissions? Can the grader's account?"""
