@@ -138,8 +138,9 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
         "",
         "# --- each student's JupyterLab, as the student, on their own course copy",
         f"c.JupyterHub.spawner_class = {spawner}",
-        # batchspawner finds the command on PATH; the local spawner starts it without a slow optional import
-        f"c.Spawner.cmd = {[str(venv_bin / 'jupyterhub-singleuser')] if settings.spawner == 'slurm' else [str(lay.python), '-m', 'hpclab.classroom.singleuser']!r}",
+        # jupyterhub-singleuser without a slow optional import (singleuser.py); batchspawner's wrapper
+        # runs a script file, the local spawner the module
+        f"c.Spawner.cmd = {[str(lay.course / 'hpclab' / 'classroom' / 'singleuser.py')] if settings.spawner == 'slurm' else [str(lay.python), '-m', 'hpclab.classroom.singleuser']!r}",
         "c.Spawner.default_url = '/lab'",
         f"c.Spawner.environment = {environment!r}",
         f"c.Spawner.mem_limit = {int(settings.mem_limit_gb * (1 << 30))}",
