@@ -11,7 +11,8 @@ def _up(args: argparse.Namespace) -> int:
     from hpclab.classroom import accounting, hub, room
 
     settings = hub.HubSettings(bind_ip=args.bind, port=args.port, ssl_cert=args.ssl_cert, ssl_key=args.ssl_key,
-                               spawner=args.spawner)
+                               spawner=args.spawner, mem_limit_gb=args.server_memory_gb,
+                               cpu_limit=args.server_cpus, idle_timeout_s=args.idle_minutes * 60)
     limits = accounting.StudentLimits(running_jobs=args.jobs_per_student, cpus=args.cpus_per_student,
                                       wall_minutes=args.wall_minutes)
     print(room.up(args.students, args.instructors, settings, limits).render())
@@ -45,6 +46,9 @@ def add_commands(subparsers) -> None:
     u.add_argument("--port", type=int, default=8000)
     u.add_argument("--ssl-cert", type=Path, help="TLS certificate (PEM) for a hub on the network")
     u.add_argument("--ssl-key", type=Path, help="its private key")
+    u.add_argument("--server-memory-gb", type=float, default=1.0, help="memory limit of each student's server")
+    u.add_argument("--server-cpus", type=float, default=1.0, help="CPU limit of each student's server")
+    u.add_argument("--idle-minutes", type=int, default=60, help="a server idle this long is stopped")
     u.add_argument("--jobs-per-student", type=int, default=1, help="running jobs per student (QOS)")
     u.add_argument("--cpus-per-student", type=int, default=2, help="CPUs per student (QOS)")
     u.add_argument("--wall-minutes", type=int, default=10, help="wall time of a student's job (QOS)")
