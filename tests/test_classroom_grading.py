@@ -16,6 +16,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -147,7 +148,9 @@ def round_(room, runs):
     out["folders"] = (folder1, folder2, lab2f)
     print(f"\nautograde: {out['graded'].autograde_s:.1f} s for {len(out['graded'].graded)} submissions "
           f"({out['graded'].s_per_submission:.1f} s each); collect {out['graded'].collect_s:.1f} s")
-    return out
+    yield out
+    for folder in (folder1, folder2):     # the round's folders in the homes (submissions stay)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_exchange_has_nbgrader_s_modes(room):
@@ -274,6 +277,22 @@ def test_the_grade_export_has_the_student_s_score(round_):
     with open(path, newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["student_id"] == "student01" and r["assignment"] == LAB]
     assert len(rows) == 1 and float(rows[0]["score"]) == 7.0 and float(rows[0]["max_score"]) == 7.0
+
+
+def test_an_instructor_works_on_the_course_from_their_home(round_):
+    """Does an instructor's nbgrader, run from their own home, find the room's course (its
+    gradebook lists the lab), while a student's finds none?"""
+    lay = round_["lay"]
+    nbgrader = str(lay.venv / "bin" / "nbgrader")
+    instructor = grading_room.instructors()[0]
+    for user, expect in ((instructor, True), ("student03", False)):
+        home = accounts.home(user)
+        r = subprocess.run([*accounts.as_user(user), f"PATH={lay.venv / 'bin'}:/usr/bin:/bin",
+                            nbgrader, "db", "assignment", "list"],
+                           cwd=home, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-500:]
+        assert (LAB in r.stdout) is expect, (user, r.stdout)
+    (accounts.home("student03") / "gradebook.db").unlink(missing_ok=True)   # nbgrader db made it
 
 
 def _get(url: str, token: str | None = None, timeout: float = 10) -> tuple[int, str]:

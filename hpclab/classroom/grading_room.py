@@ -185,11 +185,26 @@ c.ExchangeFactory.collect = "hpclab.classroom.exchange.OwnerCheckedCollect"
 
 def _write_configs(lay: ClassroomLayout, rec: Record) -> None:
     files = room_files(lay)
-    nbgrader_py = (f"# nbgrader for everyone who runs the classroom's venv (hpclab/classroom/grading_room.py):\n"
-                   f"# the room's course and its exchange. The instructors' settings are in their course folder.\n"
-                   f"c = get_config()  # noqa: F821\n"
-                   f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
-                   f"c.Exchange.root = {str(lay.exchange)!r}\n")
+    course_config = lay.nbgrader_course / "nbgrader_config.py"
+    nbgrader_py = f"""# nbgrader for everyone who runs the classroom's venv (hpclab/classroom/grading_room.py):
+# the room's course and its exchange.
+import grp as _grp
+import os as _os
+
+c = get_config()  # noqa: F821
+c.CourseDirectory.course_id = {COURSE_ID!r}
+c.Exchange.root = {str(lay.exchange)!r}
+
+# A member of {INSTRUCTORS_GROUP} works on the course folder from anywhere, with its settings
+# (the sandbox for student code among them). Students cannot read that folder at all.
+try:
+    _gid = _grp.getgrnam({INSTRUCTORS_GROUP!r}).gr_gid
+except KeyError:
+    _gid = None
+if _gid is not None and _gid in _os.getgroups() and _os.path.isfile({str(course_config)!r}):
+    c.CourseDirectory.root = {str(lay.nbgrader_course)!r}
+    load_subconfig({str(course_config)!r})  # noqa: F821
+"""
     off = {"ServerApp": {"jpserver_extensions": {ext: False for ext in INSTRUCTOR_SERVER_EXTENSIONS}}}
     # a Python config (trait values), which wins over the extension switches of config.d files
     on = ("# the formgrader service's own Jupyter config (hpclab/classroom/grading_room.py): nbgrader's\n"
