@@ -13,7 +13,12 @@ Who is who:
 - autograde runs as that account, with the kernel in hpclab.grading.sandbox (the course's
   nbgrader_config.py runs cells through it): bubblewrap's unprivileged mode, a user namespace of
   its own with no network and only the submission's copy writable. No root process ever works in
-  the instructors' folder.
+  the instructors' folder;
+- collect takes only what a student submitted themselves and never follows a link in a
+  submission (hpclab.classroom.exchange);
+- an instructor's own nbgrader (a terminal of their server) works on the course folder from
+  anywhere, with the course's settings: the venv's nbgrader_config.py loads them for members of
+  hpclab-instructors.
 
 The exchange (lay.exchange), with nbgrader 0.9.6's own modes for a group-shared course:
 
@@ -103,7 +108,9 @@ def grades_dir(lay: ClassroomLayout) -> Path:
 
 def prepare(lay: ClassroomLayout, rec: Record, students: list[str], instructors: list[str]) -> None:
     """Make (idempotently) the grader's account, the exchange, the course folder with the labs as
-    nbgrader sources, and the configs. Each thing is written into the record before it exists."""
+    nbgrader sources, and the configs. Each thing is written into the record before it exists.
+    students, instructors: the room's accounts. nbgrader keeps no list of them: any account may
+    fetch and submit, and a member of hpclab-instructors is an instructor."""
     accounts.ensure_user(rec, GRADER, INSTRUCTORS_GROUP)
     _make_exchange(lay, rec)
     _make_course(lay, rec)
