@@ -231,6 +231,7 @@ def test_autograde_in_the_sandbox_scores_the_student(round_):
     assert seen.pop(course) == ["autograded"], seen
     assert seen and all(v in ("FileNotFoundError", "PermissionError") for v in seen.values()), seen
     assert graded.scores["student02"] == (7.0, 7.0)  # looking around costs nothing, finds nothing
+    assert "student01" not in graded.tampered
 
 
 def test_a_submission_under_another_student_s_name_is_not_collected(round_):

@@ -350,7 +350,9 @@ class Autograded:
     """What collect_and_autograde did: scores {student: (score, max)} from the gradebook, the
     students whose submission was collected now and graded now, the seconds each step took,
     the submissions refused ((inbound name, why): filed under another student's name, or not
-    made by nbgrader submit) and the links left out of the collected copies ((student, link))."""
+    made by nbgrader submit), the links left out of the collected copies ((student, link)) and
+    the locked cells students changed ({student: {grade_id: "edited" | "deleted"}}, which nbgrader
+    restored before grading)."""
 
     lab: str
     scores: dict[str, tuple[float, float]]
@@ -360,6 +362,7 @@ class Autograded:
     autograde_s: float
     refused: list[tuple[str, str]] = field(default_factory=list)
     links: list[tuple[str, str]] = field(default_factory=list)
+    tampered: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def s_per_submission(self) -> float:
@@ -396,7 +399,9 @@ def collect_and_autograde(lay: ClassroomLayout, lab: str) -> Autograded:
     graded = sorted(s for s, stamp in _stamps(lay, "autograded", lab).items() if graded_before.get(s) != stamp)
     scores = {s: (sum(v[0] for v in cells.values()), sum(v[1] for v in cells.values()))
               for s, cells in pipeline.cell_scores(lay.nbgrader_course, lab).items()}
-    return Autograded(lab, scores, collected, graded, collect_s, autograde_s, sorted(refused), sorted(links))
+    tampered = pipeline.tampered_cells(lay.nbgrader_course, lab)
+    return Autograded(lab, scores, collected, graded, collect_s, autograde_s, sorted(refused), sorted(links),
+                      tampered)
 
 
 def release_feedback(lay: ClassroomLayout, lab: str) -> list[Path]:
