@@ -30,7 +30,6 @@ from hpclab.classroom.layout import SLURM_ACCOUNT, layout
 from hpclab.core.errors import HpclabError
 
 OUT = Path(__file__).resolve().parent.parent / "build" / "classroom"
-GOALS = {"failed_spawns": 0, "spawn_p95_s": 10.0, "autograde_s_per_submission": 15.0}
 
 
 def passwords(lay) -> dict[str, str]:
@@ -75,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"the classroom has {len(pw)} students; run 'make classroom STUDENTS={args.students}' first")
     # The benchmark talks to the hub on this machine; a TLS hub is reached the same way on its port.
     base = "http://" + record.load(lay.record).settings.get("bind", "127.0.0.1:8000")
-    source_nb = load.nbformat.read(lay.course / "labs" / args.lab / f"{args.lab}.ipynb", as_version=4)
+    # The lab's source (solutions, hidden tests) is the instructors': the course folder's copy.
+    source_path = lay.nbgrader_course / "source" / args.lab / f"{args.lab}.ipynb"
+    source_nb = load.nbformat.read(source_path, as_version=4)
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
 
     grading_room.release(lay, args.lab)
@@ -86,15 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         for r in runs:
             print(f"{r.user}: login {r.login_s} s, spawn {r.spawn_s} s, lab {r.lab_s} s, "
                   f"submitted {r.submitted}{', ' + r.error if r.error else ''}")
-        t1 = time.monotonic()
-        grades = grading_room.collect_and_autograde(lay, args.lab)
-        grade_s = time.monotonic() - t1
+        graded = grading_room.collect_and_autograde(lay, args.lab)
+        # this round's students only (the gradebook may hold earlier rounds)
+        grades = {user: graded.scores[user][0] for user in graded.graded if user in pw}
         together = spawn_all_at_once(base, pw)
 
     recomputed = {}
     for user in grades:
-        recomputed[user] = load.recompute_score(lay.course / "labs" / args.lab / f"{args.lab}.ipynb",
-                                                lay.nbgrader_course / "submitted" / user / args.lab)[0]
+        recomputed[user] = load.recompute_score(source_path, lay.nbgrader_course / "submitted" / user / args.lab)[0]
     spawns = [r.spawn_s for r in runs if r.spawn_s is not None]
     waits = load.job_waits(since, SLURM_ACCOUNT)
     report = load.LoadReport(
@@ -103,13 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         spawn_p50_s=statistics.median(spawns) if spawns else None, spawn_p95_s=load.percentile(spawns, 95),
         labs_completed=sum(r.submitted for r in runs),
         job_wait_p95_s=load.percentile(waits, 95),
-        autograded=len(grades), autograde_s_per_submission=round(grade_s / len(grades), 2) if grades else None,
+        autograded=len(grades), autograde_s_per_submission=round(graded.s_per_submission, 2) if grades else None,
         grades_match=bool(grades) and len(grades) == len(runs) and all(grades[u] == recomputed[u] for u in grades),
         peak_memory_gb=round(memory.peak_used / 2**30, 2), swap_used_gb=round(memory.peak_swap / 2**30, 3),
         oom_kills=memory.oom_kills, runs=[vars(r) for r in runs],
         grades={u: {"autograded": grades[u], "recomputed": recomputed[u]} for u in grades})
     together_spawns = [r.spawn_s for r in together if r.spawn_s is not None]
     extra = {"room_seconds": round(room_s, 1), "jobs": len(waits),
+             "collect_s": round(graded.collect_s, 1), "autograde_s": round(graded.autograde_s, 1),
              "all_at_once": {"failed_spawns": sum(r.spawn_s is None for r in together),
                              "spawn_p50_s": statistics.median(together_spawns) if together_spawns else None,
                              "spawn_p95_s": load.percentile(together_spawns, 95)}}

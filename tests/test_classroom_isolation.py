@@ -38,6 +38,17 @@ def test_students_cannot_read_the_instructors_folder_or_the_passwords(classroom)
     assert first.returncode == 0 and "student01 " in first.stdout
 
 
+def test_no_solution_or_hidden_test_is_readable_by_a_student(classroom):
+    """The labs' sources (solutions, hidden tests) stay with the instructors: a student finds
+    neither in the course copy, the exchange or their own home."""
+    home = accounts.home("student01")
+    where = [str(classroom.course) + "/", str(classroom.exchange), str(home)]
+    r = as_user("student01", ["grep", "-rlI", "--include=*.ipynb", "-e", "BEGIN HIDDEN TESTS", "-e", "BEGIN SOLUTION", *where])
+    assert r.stdout.strip() == "", f"a student can read lab sources: {r.stdout}"
+    # grep read something: the course's notebooks are there
+    assert as_user("student01", ["ls", f"{classroom.course}/notebooks"]).returncode == 0
+
+
 def test_each_student_has_the_course_association_and_qos(classroom):
     rows = {user: qos for user, account, qos in accounting.associations()}
     for user in ("student01", "student02", "student03"):

@@ -273,7 +273,7 @@ def _grade_full_and_unchanged(lab, runs, tmp_path):
     rel = nbformat.read(course / "release" / lab / f"{lab}.ipynb", as_version=4)
     downloads = tmp_path / "downloads"
     downloads.mkdir()
-    for student, nb in (("full", demo._answered(rel, src)), ("unchanged", rel)):
+    for student, nb in (("full", demo.answered(rel, src)), ("unchanged", rel)):
         folder = tmp_path / student
         folder.mkdir()
         nbformat.write(nb, folder / f"{lab}.ipynb")
@@ -372,7 +372,7 @@ def test_unconfined_flag_grades_the_instructors_own_notebook(real_runs, tmp_path
     folder, downloads = tmp_path / "mine", tmp_path / "downloads"
     folder.mkdir()
     downloads.mkdir()
-    nbformat.write(demo._answered(rel, src), folder / f"{lab}.ipynb")
+    nbformat.write(demo.answered(rel, src), folder / f"{lab}.ipynb")
     labdata.pack(real_runs, folder)
     with zipfile.ZipFile(downloads / "instructor.zip", "w") as z:
         for p in sorted(folder.rglob("*")):

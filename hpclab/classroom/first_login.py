@@ -1,5 +1,6 @@
 """A student's course copy, made at each server start *as the student*: the course's notebooks
-and labs are copied into their home, and a file the student already has is never overwritten
+are copied into their home (labs come from the Assignments tab, in their release version: the
+labs' sources hold the solutions and hidden tests), and a file the student already has is never overwritten
 (their edits survive every later start, and a course update reaches only new files).
 
 Run as the student (the hub starts `python -m hpclab.classroom.first_login SRC DST` through
@@ -15,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ITEMS = ("notebooks", "labs")  # what of the course a student works on
+ITEMS = ("notebooks",)  # what of the course a student works on
 SKIPPED = {"__pycache__", ".ipynb_checkpoints"}
 
 

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from hpclab.core import paths
@@ -21,38 +22,54 @@ from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.classroom.layout import ClassroomLayout
 
-# What a student's server and jobs read: the package, the course, its templates and profiles,
-# the kernels' sources and builds. Nothing of the instructors' (grader/ stays with them).
-COURSE_ITEMS = ["hpclab", "notebooks", "labs", "slurm-templates", "sites", "jupyter", "src", "docs",
+# What a student's server and jobs read: the package, the notebooks, the templates and profiles,
+# the kernels' sources and builds. Nothing of the instructors': not grader/, and not labs/, whose
+# notebooks hold the solutions and hidden tests (students get the labs' release versions from
+# the Assignments tab; the instructors' course folder is made from the checkout's labs/).
+COURSE_ITEMS = ["hpclab", "notebooks", "slurm-templates", "sites", "jupyter", "src", "docs",
                 "pyproject.toml", "README.md", "build/bin", "build/lib"]
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 
 
 def copy_course(lay: ClassroomLayout, source: Path | None = None) -> list[str]:
-    """Refresh lay.course from the checkout; return what was copied."""
+    """Refresh lay.course from the checkout; return what was copied.
+
+    lay.course is a link to one version folder: the new copy is made beside the running one and
+    the link is swapped in one rename, so a server importing the package meanwhile never finds it
+    half copied. The version before stays (running kernels may still read it); older ones go."""
     source = Path(source or paths.repo())
     missing = [item for item in ("build/bin", "build/lib") if not (source / item).is_dir()]
     if missing:
         raise HpclabError(f"the kernels are not built in {source} ({', '.join(missing)} missing)",
                           "run 'make setup' (it builds them), then 'make classroom' again")
-    lay.course.mkdir(parents=True, exist_ok=True)
+    versions = lay.root / "course-versions"
+    versions.mkdir(parents=True, exist_ok=True)
+    new = versions / time.strftime("%Y%m%d-%H%M%S")
+    if new.exists():
+        shutil.rmtree(new)
     copied = []
     for item in COURSE_ITEMS:
-        src, dst = source / item, lay.course / item
+        src = source / item
         if not src.exists():
             continue
-        if dst.is_dir() and not dst.is_symlink():
-            shutil.rmtree(dst)
-        elif dst.exists():
-            dst.unlink()
+        dst = new / item
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
             shutil.copytree(src, dst, ignore=IGNORED, symlinks=False)
         else:
             shutil.copy2(src, dst)
         copied.append(item)
-    _readable_by_all(lay.root)
+    _readable_by_all(new)
+    if lay.course.is_dir() and not lay.course.is_symlink():
+        shutil.rmtree(lay.course)  # a copy made before versions existed
+    link = lay.root / ".course.new"
+    link.unlink(missing_ok=True)
+    link.symlink_to(new.relative_to(lay.root))
+    os.replace(link, lay.course)
+    for old in sorted(versions.iterdir())[:-2]:
+        shutil.rmtree(old, ignore_errors=True)
+    versions.chmod(0o755)
     return copied
 
 
@@ -109,6 +126,16 @@ def ensure_venv(lay: ClassroomLayout, log: Path) -> bool:
     write_atomic(venv_stamp(lay), wanted_stamp(lay) + "\n")
     _readable_by_all(lay.venv)
     return True
+
+
+def link_course(lay: ClassroomLayout) -> Path:
+    """Put lay.course (the link, not the version it points to) on the venv's sys.path, ahead of
+    pip's editable finder (which remembers the path of the copy it was installed from): every
+    new process imports the course `up` installed last."""
+    site = next(lay.venv.glob("lib/python3*/site-packages"))
+    path = site / "hpclab-course.pth"
+    write_atomic(path, f"{lay.course}\n", mode=0o644)
+    return path
 
 
 # JupyterLab's settings for every student (the venv's overrides.json): no pop-up asking each

@@ -108,6 +108,7 @@ def _up(students: int, instructors: int, settings: hub.HubSettings | None, limit
 
     install.copy_course(lay)
     built = install.ensure_venv(lay, lay.root / "install.log")
+    install.link_course(lay)
     install.write_lab_settings(lay)
     # Module files for the system compiler and Open MPI (sites/classroom.yaml loads them in every job).
     modules.write_modulefiles(lay.modulefiles)
