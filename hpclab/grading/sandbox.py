@@ -145,6 +145,18 @@ def _python_roots() -> list[Path]:
     return out
 
 
+def _path_links() -> list[str]:
+    """Entries of sys.path that are symbolic links (the classroom's course is a link to its
+    current version), recreated as links: their targets are bound among the roots, the links
+    themselves are not."""
+    args = []
+    for entry in dict.fromkeys(sys.path):
+        link = Path(entry) if entry else None
+        if link is not None and link.is_absolute() and link.is_symlink():
+            args += ["--symlink", os.readlink(link), str(link)]
+    return args
+
+
 def _system_binds() -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -205,6 +217,8 @@ def bwrap_argv(command: list[str], scratch: Path, binds: list[tuple[str, str, st
     mounts += _identity_files(scratch, *(ids or (os.getuid(), os.getgid())))
     for root in _python_roots() if roots is None else roots:
         mounts += ["--ro-bind", str(root), str(root)]
+    if roots is None:
+        mounts += _path_links()
     for kind, src, dest in binds:
         mounts += ["--bind" if kind == "rw" else "--ro-bind", src, dest]
     dests = [mounts[i + 2] for i, a in enumerate(mounts) if a.startswith("--") and "bind" in a]
