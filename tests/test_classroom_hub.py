@@ -62,13 +62,14 @@ def test_first_login_copies_what_is_missing_and_keeps_edits(tmp_path):
         (course / rel).parent.mkdir(parents=True, exist_ok=True)
         (course / rel).write_text(f"course {rel}")
     mine.parent.mkdir()
-    assert len(first_login.copy_missing(course, mine)) == 4
+    items = ("notebooks", "labs")  # two folders, as a course with more than notebooks would have
+    assert len(first_login.copy_missing(course, mine, items)) == 4
     (mine / "notebooks/01.ipynb").write_text("my answer")
     (mine / "notebooks/02.ipynb").unlink()
     (tmp_path / "elsewhere").mkdir()
     shutil.rmtree(mine / "labs/lab-b")
     (mine / "labs/lab-b").symlink_to(tmp_path / "elsewhere")
-    copied = first_login.copy_missing(course, mine)
+    copied = first_login.copy_missing(course, mine, items)
     assert copied == [mine / "notebooks/02.ipynb"]
     assert (mine / "notebooks/01.ipynb").read_text() == "my answer"
     assert not list((tmp_path / "elsewhere").iterdir())
@@ -137,7 +138,8 @@ def test_a_student_server_runs_as_the_student_in_their_home(room):
         if limits.mode() != "none":
             assert pids and all(_uid_of(p) == uid for p in pids)
         names = {item["name"] for item in c.contents()["content"]}
-        assert {"notebooks", "labs", "runs"} <= names
+        assert {"notebooks", "runs"} <= names
+        assert "labs" not in names, "the labs' sources hold solutions: students get them from the Assignments tab"
         course_notebooks = {p.name for p in (lay.course / "notebooks").glob("*.ipynb")}
         assert course_notebooks and course_notebooks <= {p.name for p in (home / "hpclab/notebooks").iterdir()}
         assert all(p.stat().st_uid == uid for p in (home / "hpclab/notebooks").iterdir())
