@@ -140,7 +140,7 @@ def link_course(lay: ClassroomLayout) -> Path:
 
 # JupyterLab's settings for every student (the venv's overrides.json): no pop-up asking each
 # student of a room whether to fetch news from the internet, which this machine may not reach.
-LAB_OVERRIDES = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}}
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 
 
 def write_lab_settings(lay: ClassroomLayout) -> Path:

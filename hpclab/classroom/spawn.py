@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import pwd
 import shlex
 
@@ -110,6 +111,7 @@ class ClassroomLocalSpawner(ClassroomSpawnerMixin, LocalProcessSpawner):
     def make_preexec_fn(self, name):
         become_student = super().make_preexec_fn(name)
         cg = self._cgroup
+        root = self._notebook_dir()
 
         def preexec():
             # still root here: enter the cgroup first, so the server and every kernel it forks
@@ -117,6 +119,12 @@ class ClassroomLocalSpawner(ClassroomSpawnerMixin, LocalProcessSpawner):
             if cg is not None:
                 cg.enter()
             become_student()
+            # Start in the course copy, not the home: nbgrader's Assignments tab fetches into the
+            # server's working folder, and a lab fetched outside the file browser's root is lost.
+            try:
+                os.chdir(root)
+            except OSError:
+                pass
 
         return preexec
 
@@ -138,6 +146,12 @@ class ClassroomSlurmSpawner(ClassroomSpawnerMixin, SlurmSpawner):
     ip = Unicode("127.0.0.1")
     server_qos = Unicode("", help="QOS for the server jobs (their own, beside the students' job QOS)").tag(config=True)
     server_partition = Unicode("", help="partition for the server jobs").tag(config=True)
+
+    @default("req_prologue")
+    def _prologue(self):
+        # the server starts in the course copy: nbgrader's Assignments tab fetches into the
+        # server's working folder (the job itself starts in the home, where Slurm writes its log)
+        return f"cd {shlex.quote(self._notebook_dir())}"
 
     @default("req_partition")
     def _partition(self):

@@ -14,10 +14,13 @@ import os
 import re
 from pathlib import Path
 
-REPO = Path(os.environ.get("HPCLAB_HOME", Path(__file__).resolve().parents[2]))  # hpclab/core/paths.py
+# Absolute, but links kept: the classroom's course is a link to its current version, swapped at
+# each `classroom up`; a server started before must find the new version, not the old folder.
+_HERE = Path(os.path.abspath(__file__))
+REPO = Path(os.environ.get("HPCLAB_HOME", _HERE.parents[2]))  # hpclab/core/paths.py
 
 
-PACKAGE = Path(__file__).resolve().parents[1]   # the hpclab package folder
+PACKAGE = _HERE.parents[1]   # the hpclab package folder
 
 
 def package_dir() -> Path:

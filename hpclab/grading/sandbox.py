@@ -133,7 +133,7 @@ def _python_roots() -> list[Path]:
     roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
     exe = Path(sys.executable)
     roots.add(exe.parent.resolve())
-    roots.add(paths.package_dir())
+    roots.add(paths.package_dir().resolve())  # the folder itself: links on the way are recreated
     for extra in (paths.repo() / "sites", paths.repo() / "slurm-templates"):
         if extra.is_dir():
             roots.add(extra.resolve())

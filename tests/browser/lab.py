@@ -72,6 +72,11 @@ def run_all(page, timeout_ms: int) -> None:
         # cell ever ran (the requests went out while the kernel's connection was still being
         # set up). Nothing ran, so asking once more cannot run a cell twice.
         menu(page, "Run", "Run All Cells")
+    if not _execution_started(page, 30_000):
+        # Seen behind JupyterHub's proxy: the kernel's connection never carried a request. A
+        # restarted kernel gets a new connection; still nothing has run.
+        menu(page, "Kernel", "Restart Kernel and Run All Cells")
+        page.locator(".jp-Dialog-button.jp-mod-accept").first.click()
     try:
         _wait_all_executed(page, timeout_ms)
     except Exception:
