@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     report = load.LoadReport(
         students=len(runs), arrive_over_s=args.arrive_over,
         failed_spawns=sum(r.spawn_s is None for r in runs),
-        spawn_p50_s=statistics.median(spawns) if spawns else None, spawn_p95_s=load.percentile(spawns, 95),
+        spawn_p50_s=round(statistics.median(spawns), 2) if spawns else None, spawn_p95_s=load.percentile(spawns, 95),
         labs_completed=sum(r.submitted for r in runs),
         job_wait_p95_s=load.percentile(waits, 95),
         autograded=len(grades), autograde_s_per_submission=round(graded.s_per_submission, 2) if grades else None,
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = {"room_seconds": round(room_s, 1), "jobs": len(waits),
              "collect_s": round(graded.collect_s, 1), "autograde_s": round(graded.autograde_s, 1),
              "all_at_once": {"failed_spawns": sum(r.spawn_s is None for r in together),
-                             "spawn_p50_s": statistics.median(together_spawns) if together_spawns else None,
+                             "spawn_p50_s": round(statistics.median(together_spawns), 2) if together_spawns else None,
                              "spawn_p95_s": load.percentile(together_spawns, 95)}}
     OUT.mkdir(parents=True, exist_ok=True)
     data = {**json.loads(report.to_json()), **extra}
