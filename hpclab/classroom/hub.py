@@ -324,6 +324,7 @@ def stop(lay: ClassroomLayout, rec: Record) -> bool:
         _wait_gone(proxy, b"configurable-http-proxy", 5)
     for cg in limits.existing():
         cg.remove()
+    limits.remove_parents()
     if _read_state(lay).get("settings", {}).get("spawner") == "slurm":
         commands.run(["scancel", f"--name={hub_config.SERVER_JOB_NAME}"], "cancel the students' server jobs",
                      env={**os.environ, **local.slurm_env()}, timeout=20)

@@ -193,6 +193,17 @@ def create(user: str, mem_bytes: int, cpus: float) -> ServerCgroup | None:
     return cg
 
 
+def remove_parents() -> None:
+    """Remove the empty folders that held the servers' cgroups (after the hub stopped): a
+    classroom taken down leaves no cgroup behind."""
+    cg0 = cgroup("x")
+    for d in (cg0.dirs if cg0 is not None else []):
+        try:
+            d.parent.rmdir()
+        except OSError:
+            pass  # not empty (a server still runs) or gone already
+
+
 def existing() -> list[ServerCgroup]:
     """Every server cgroup present now (running servers, or leftovers of a hub that died)."""
     cg0 = cgroup("x")
