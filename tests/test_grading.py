@@ -251,8 +251,9 @@ def poisson_runs(cluster, tmp_path_factory):
 
     from hpclab.jobs import experiment
 
-    nodes = len(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True,
-                               text=True).stdout.split())
+    # distinct names: sinfo -N lists a node once per partition (a classroom adds 'servers')
+    nodes = len(set(subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True,
+                                   text=True).stdout.split()))
     specs = [{"experiment": "lab-scaling", "kernel": "poisson", "ntasks": p, "label": f"np{p}",
               "nodes": 1 if p == 1 else max(1, min(nodes, 2)),
               "args": {"n": 256, "grid": f"{p}x1", "iters": 100}} for p in (1, 2)]
