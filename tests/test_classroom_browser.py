@@ -18,22 +18,13 @@ from hpclab.classroom import accounts, grading_room, load
 from hpclab.classroom.hub_client import HubClient
 from hpclab.grading import demo
 from tests.browser import lab as ui
+from tests.test_browser import browser  # noqa: F401  (the same headless Chromium fixture)
 
 LAB = "lab-transports"
 STUDENT = "student03"
 
 pytestmark = [pytest.mark.cluster, pytest.mark.classroom,
               pytest.mark.skipif(not os.path.exists(ui.CHROMIUM), reason="needs Debian's chromium")]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = ui.launch(p)
-        yield b
-        b.close()
 
 
 def _passwords(lay) -> dict[str, str]:
