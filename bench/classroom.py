@@ -33,6 +33,9 @@ OUT = Path(__file__).resolve().parent.parent / "build" / "classroom"
 
 
 def passwords(lay) -> dict[str, str]:
+    if not lay.passwords.exists():
+        raise HpclabError(f"no classroom here ({lay.passwords} does not exist)",
+                          "run 'make classroom STUDENTS=30' first (make bench-classroom does)")
     pairs = [line.split() for line in lay.passwords.read_text().splitlines() if line and not line.startswith("#")]
     return {user: pw for user, pw in pairs if user.startswith("student")}
 

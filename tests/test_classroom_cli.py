@@ -32,3 +32,22 @@ def test_status_without_a_classroom_says_how_to_make_one(tmp_path, monkeypatch):
     r = subprocess.run([sys.executable, "-m", "hpclab.cli.main", "classroom", "status"], capture_output=True,
                        text=True, timeout=60, env={**os.environ})
     assert r.returncode == 0 and "classroom up" in r.stdout
+
+
+
+def test_a_record_its_reader_may_not_read_is_named_as_root_s(tmp_path, monkeypatch):
+    """A user who is not root asks for the status: one clear message, not a traceback."""
+    from pathlib import Path
+
+    from hpclab.classroom import record
+    from hpclab.core.errors import HpclabError
+
+    path = tmp_path / "classroom.json"
+    record.Record(path, settings={"students": 3}).save()
+
+    def denied(self, *a, **k):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", denied)   # as for a user other than root: the file is 0600
+    with pytest.raises(HpclabError, match="root's"):
+        record.load(path)

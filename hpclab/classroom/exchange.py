@@ -135,13 +135,7 @@ class OwnerCheckedCollect(ExchangeCollect):
             shutil.copytree(here, dest, symlinks=True, ignore=ignore)
         finally:
             os.close(fd)
-        for folder, dirs, files in os.walk(dest):
-            for name in [*dirs, *files]:
-                path = os.path.join(folder, name)
-                if os.path.islink(path):
-                    self.log.error("not collected from %s's submission: the link %s -> %s",
-                                   claimed, os.path.relpath(path, dest), os.readlink(path))
-                    os.unlink(path)
+        self._log_links(dest, claimed, remove=True)   # any made between the walk and the copy
         if self.coursedir.groupshared:   # as nbgrader's own copy: the instructors' group may write
             for folder, dirs, files in os.walk(dest):
                 os.chmod(folder, (os.stat(folder).st_mode | 0o2770) & 0o2777)
@@ -149,10 +143,13 @@ class OwnerCheckedCollect(ExchangeCollect):
                     path = os.path.join(folder, name)
                     os.chmod(path, (os.stat(path).st_mode | 0o660) & 0o777)
 
-    def _log_links(self, folder: str, student: str) -> None:
+    def _log_links(self, folder: str, student: str, remove: bool = False) -> None:
+        """Name every link below `folder` in the log (it is not collected); `remove`: delete it."""
         for sub, dirs, files in os.walk(folder):
             for name in [*dirs, *files]:
                 path = os.path.join(sub, name)
                 if os.path.islink(path):
                     self.log.error("not collected from %s's submission: the link %s -> %s",
                                    student, os.path.relpath(path, folder), os.readlink(path))
+                    if remove:
+                        os.unlink(path)

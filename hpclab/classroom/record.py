@@ -57,6 +57,9 @@ def load(path: Path) -> Record:
         return Record(path)
     try:
         data = json.loads(path.read_text())
+    except PermissionError:
+        raise HpclabError(f"the classroom's record {path} is root's (it names the accounts)",
+                          "run the command as root ('sudo hpclab classroom status')") from None
     except (OSError, ValueError) as e:
         raise HpclabError(f"the classroom's record {path} cannot be read ({e})",
                           "it lists what 'hpclab classroom up' created; restore it from a backup or "
