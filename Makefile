@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 HPCLAB := $(VENV)/bin/hpclab
 PYTEST_ARGS ?=
 
-.PHONY: help setup build cluster-up cluster-down cluster-status course test bench lab grade-demo grade classroom classroom-down bench-classroom clean
+.PHONY: help setup build cluster-up cluster-down cluster-status course test bench lab grade-demo grade classroom classroom-down bench-classroom distro-check clean
 
 help:
 	@echo "make course        set up, start the local cluster, run every notebook and lab, write the report"
@@ -18,6 +18,7 @@ help:
 	@echo "make classroom     a summer school here: accounts, JupyterHub, Slurm limits, grading (STUDENTS=30)"
 	@echo "make bench-classroom  30 simulated students through the hub: build/classroom/load.json"
 	@echo "make cluster-up | cluster-down | cluster-status"
+	@echo "make distro-check DIST=trixie  set-up and course in a pristine Debian root (NOTEBOOKS=... for some)"
 
 setup:
 	@bash scripts/setup.sh
@@ -64,6 +65,15 @@ classroom-down:
 
 bench-classroom: classroom
 	@$(PY) bench/classroom.py
+
+# The course on another Debian release, as a new user meets it: a pristine debootstrapped root
+# (cached in /var/tmp/hpclab-roots/<dist>), a fresh clone of HEAD, set-up with the network, the
+# cluster and the course in a network namespace of their own (scripts/distro-check.sh says more).
+#   make distro-check DIST=trixie NOTEBOOKS="00-getting-started 02-transports"
+DIST ?= trixie
+NOTEBOOKS ?=
+distro-check:
+	@bash scripts/distro-check.sh $(DIST) $(NOTEBOOKS)
 
 clean:
 	rm -rf build/bin build/lib build/course build/bench
