@@ -31,7 +31,7 @@ from pathlib import Path
 from hpclab.cluster import local
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
-from hpclab.core.io import write_atomic
+from hpclab.core.io import ensure_secret, write_atomic
 from hpclab.classroom import accounting, grading_room, hub_config, limits
 from hpclab.classroom.layout import INSTRUCTORS_GROUP, SLURM_ACCOUNT, STUDENTS_GROUP, ClassroomLayout
 from hpclab.classroom.record import Record
@@ -121,7 +121,7 @@ def ensure_proxy(lay: ClassroomLayout, rec: Record) -> Path:
 
 def _ensure_private_folder(lay: ClassroomLayout, rec: Record) -> None:
     rec.note("folders", str(lay.hub))
-    lay.hub.mkdir(parents=True, exist_ok=True)
+    lay.hub.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chown(lay.hub, 0, 0)
     lay.hub.chmod(0o700)
 
@@ -129,10 +129,7 @@ def _ensure_private_folder(lay: ClassroomLayout, rec: Record) -> None:
 def _ensure_secret(path: Path, nbytes: int = 32) -> None:
     """A random hex secret, root's and 0600 from its first byte; kept across restarts (the cookie
     secret keeps students logged in when the hub restarts)."""
-    if not path.exists() or not path.read_text().strip():
-        write_atomic(path, os.urandom(nbytes).hex() + "\n", mode=0o600)
-    os.chown(path, 0, 0)
-    path.chmod(0o600)
+    ensure_secret(path, lambda: os.urandom(nbytes).hex() + "\n", mode=0o600, owner=(0, 0))
 
 
 # --- the servers partition and QOS (--spawner slurm) ------------------------------------------
@@ -253,7 +250,8 @@ def start(lay: ClassroomLayout, rec: Record, settings: HubSettings) -> str:
     env = {"PATH": f"{lay.venv / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": "/root", "LANG": "C.UTF-8", **local.slurm_env()}
     t0 = time.monotonic()
-    with open(f.log, "a") as log:
+    # created 0600: the hub logs users' names and server URLs
+    with open(os.open(f.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as log:
         log.write(f"\n--- hpclab classroom: starting the hub ({time.strftime('%Y-%m-%d %H:%M:%S')}); "
                   f"server limits {limits.describe()}\n")
         log.flush()

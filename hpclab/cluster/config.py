@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hpclab.core import paths
-from hpclab.core.io import write_atomic, write_if_changed
+from hpclab.core.io import ensure_secret, write_atomic, write_if_changed
 from hpclab.core.errors import HpclabError
 
 CLUSTER_NAME = "hpclab"
@@ -221,7 +221,8 @@ def host_node() -> Node:
 
 
 def save_nodes(lay: Layout, nodes: list[Node]) -> None:
-    lay.nodes_json.write_text(json.dumps([asdict(n) for n in nodes], indent=1))
+    """Record the cluster's nodes in etc/nodes.json (atomically: `down` and `status` read it)."""
+    write_atomic(lay.nodes_json, json.dumps([asdict(n) for n in nodes], indent=1) + "\n", mode=0o644)
 
 
 def load_nodes(lay: Layout) -> list[Node]:
@@ -234,11 +235,9 @@ def load_nodes(lay: Layout) -> list[Node]:
 
 
 def db_password(lay: Layout) -> str:
-    """A random password for the accounting database, made once and kept (mode 0600)."""
-    if not lay.db_password.exists():
-        lay.db_password.write_text(secrets.token_hex(16))
-        lay.db_password.chmod(0o600)
-    return lay.db_password.read_text().strip()
+    """A random password for the accounting database, made once and kept: 0600 and its creator's
+    (root's) from its first byte, since every user can list etc/."""
+    return ensure_secret(lay.db_password, lambda: secrets.token_hex(16), mode=0o600).decode().strip()
 
 
 def render_slurm_conf(lay: Layout, nodes: list[Node]) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpclab.core import commands, paths
-from hpclab.core.io import write_atomic, write_if_changed
+from hpclab.core.io import ensure_secret, write_if_changed
 from hpclab.cluster import config, netns
 from hpclab.cluster.config import Layout, Node
 from hpclab.cluster.daemons import Daemon, tail
@@ -172,12 +172,9 @@ def _prepare_munge(lay: Layout) -> None:
     lay.munge_dir.mkdir(parents=True, exist_ok=True)
     os.chown(lay.munge_dir, munge.pw_uid, munge.pw_gid)
     lay.munge_dir.chmod(0o755)  # clients must reach the socket; munged checks it is not writable
-    if not lay.munge_key.exists():
-        # Created 0400 from the first byte: a key readable by others even for a moment is a
-        # key anyone on the machine may have copied.
-        write_atomic(lay.munge_key, os.urandom(1024), mode=0o400)
-    os.chown(lay.munge_key, munge.pw_uid, munge.pw_gid)
-    lay.munge_key.chmod(0o400)
+    # Munge's, 0400 from the first byte: a key readable by others even for a moment is a key
+    # anyone on the machine may have copied.
+    ensure_secret(lay.munge_key, lambda: os.urandom(1024), mode=0o400, owner=(munge.pw_uid, munge.pw_gid))
 
 
 def _prepare_mariadb(lay: Layout) -> None:

@@ -287,6 +287,12 @@ def _load_layout(lay: Layout) -> VLayout | None:
         return None
 
 
+def _save_layout(lay: Layout, vl: VLayout) -> None:
+    """Record what `up` made (atomically: a second `up`, `status` and `down` read it)."""
+    layout_file(lay).parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(layout_file(lay), json.dumps(asdict(vl), indent=1) + "\n", mode=0o644)
+
+
 # --- up / down --------------------------------------------------------------------------------
 
 def _check_tools() -> None:
@@ -346,8 +352,8 @@ def _up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped"
         shutil.rmtree(d, ignore_errors=True)  # a fresh /tmp for every fresh node
         (d / "tmp").mkdir(parents=True)
         (d / "tmp").chmod(0o1777)
-        (d / "hosts").write_text(hosts_file(names))
-        (d / "openmpi-mca-params.conf").write_text(mca_params(oversubscribed))
+        write_atomic(d / "hosts", hosts_file(names), mode=0o644)
+        write_atomic(d / "openmpi-mca-params.conf", mca_params(oversubscribed), mode=0o644)
         _make_node_net(lay, k)
         _make_cgroup(lay, n.netns, n.cpuset)
         applied.append(links.apply(host_veth(k), profile))
@@ -355,7 +361,7 @@ def _up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped"
     for k in range(1, nodes + 1):
         _wait_reachable(k)
     link_summary = links.summary(profile, applied)
-    layout_file(lay).write_text(json.dumps(asdict(VLayout(nodes, c, link, oversubscribed, link_summary)), indent=1))
+    _save_layout(lay, VLayout(nodes, c, link, oversubscribed, link_summary))
 
     rep = local.up(nodes=wanted, timeout=timeout)
     notes = [rep.client_config, link_summary]
