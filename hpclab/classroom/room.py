@@ -133,8 +133,8 @@ def _write_passwords(lay: ClassroomLayout, new: list[str], owner: str) -> None:
         password = accounts.set_password(user)
         lines = [line for line in lines if not line.startswith(f"{user} ")] + [f"{user} {password}"]
         known.add(user)
-    write_atomic(lay.passwords, "\n".join(lines) + "\n", mode=0o600)
-    os.chown(lay.passwords, accounts.uid(owner), accounts.gid(INSTRUCTORS_GROUP))
+    write_atomic(lay.passwords, "\n".join(lines) + "\n", mode=0o600,
+                 owner=(accounts.uid(owner), accounts.gid(INSTRUCTORS_GROUP)))
 
 
 def down(lay: ClassroomLayout | None = None, purge: bool = False) -> list[str]:
