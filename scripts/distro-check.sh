@@ -91,6 +91,14 @@ else
 fi
 say "clone of $(git -C "$CHECKOUT" rev-parse --short HEAD) in $WORK/root/hpclab"
 cp /etc/resolv.conf "$WORK/etc/resolv.conf"
+# This machine's own certificate authorities and pip settings (a proxy that inspects TLS brings
+# its own CA): the root must trust what the host trusts to reach PyPI. Nothing else is copied.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$WORK/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$WORK/usr/local/share/ca-certificates/"
+  chroot "$WORK" update-ca-certificates >/dev/null 2>&1 || say "WARNING: update-ca-certificates failed in the root"
+fi
+[[ -f /etc/pip.conf ]] && cp /etc/pip.conf "$WORK/etc/pip.conf"
 echo "$HOST" > "$WORK/etc/hostname"
 grep -q "[[:space:]]$HOST\$" "$WORK/etc/hosts" 2>/dev/null || printf '127.0.1.1\t%s\n' "$HOST" >> "$WORK/etc/hosts"
 mkdir -p "$APT_CACHE/partial" "$WORK/var/cache/apt/archives"
@@ -149,7 +157,7 @@ phase() {
   [[ $net == net ]] && flags+=(--net)
   say "phase '$name': $cmd ($([[ $net == net ]] && echo 'own network namespace, loopback only' || echo 'with the network'))"
   unshare "${flags[@]}" /bin/sh -c "$INNER" inner "$WORK" "$HOST" "$net" "$APT_CACHE" "${CG_CONTROLLERS[*]}" "$cmd" || rc=$?
-  record "$name rc=$rc $((SECONDS - t0)) s ($cmd)"
+  record "$name rc=$rc $((SECONDS - t0)) s"
   return $rc
 }
 
