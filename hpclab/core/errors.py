@@ -24,3 +24,54 @@ class HpclabError(Exception):
     def _render_traceback_(self):
         # IPython calls this instead of printing a traceback: students see the message only.
         return [f"hpclab error: {self}"]
+
+
+# --- failures of Slurm jobs, by what the caller does about them ---------------------------------
+# Raised by hpclab.jobs.experiment with the same message and hint as a plain HpclabError; a caller
+# that must tell them apart uses isinstance, never the message's words.
+
+
+class SubmissionRefused(HpclabError):
+    """Slurm refused to take a job (sbatch failed: a QOS or account limit, a bad request, the
+    controller down). Nothing ran; the run folder is marked failed."""
+
+
+class JobFailed(HpclabError):
+    """One or more runs did not complete. Raised as this class when the runs failed for
+    different reasons or for none of the ones below (the program's own exit code, a crash);
+    as a subclass when every run failed the same way.
+
+    runs: the runs that did not complete; failures: one JobFailed per run, each of the class
+    that names its own cause and with that run's part of the message."""
+
+    def __init__(self, what: str, hint: str = "", runs: list | None = None, failures: list | None = None):
+        super().__init__(what, hint)
+        self.runs = list(runs or [])
+        self.failures = list(failures or [])
+
+
+class OutOfMemory(JobFailed):
+    """Slurm (or the kernel's OOM killer inside the job's cgroup) stopped the job at its memory limit."""
+
+
+class TimedOut(JobFailed):
+    """The job took longer than it was given: Slurm's time limit (state timeout)."""
+
+
+class GaveUpWaiting(TimedOut):
+    """hpclab stopped waiting (the timeout of experiment.wait) and cancelled the job; Slurm itself
+    did not fail it."""
+
+
+class Cancelled(JobFailed):
+    """The job was cancelled (scancel, by hpclab or someone else) before it completed."""
+
+
+class NodeDrained(JobFailed):
+    """No node could ever start the job: every node of its partition was drained, and hpclab
+    cancelled it (on the embedded cluster; a site's admins resume their nodes)."""
+
+
+class JobLost(JobFailed):
+    """Slurm lost the job or its node: a node failed under it, or Slurm requeued it or forgot it
+    (a controller restart), and it did not complete in the end."""

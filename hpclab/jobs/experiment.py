@@ -30,7 +30,8 @@ from hpclab.site import slurm
 from hpclab.spec import checks as spec_checks
 from hpclab.jobs import templates
 from hpclab.site import profile as site_mod
-from hpclab.core.errors import HpclabError
+from hpclab.core.errors import (Cancelled, GaveUpWaiting, HpclabError, JobFailed, JobLost, NodeDrained,
+                                OutOfMemory, SubmissionRefused, TimedOut)
 from hpclab.jobs.progress import JobProgress
 from hpclab.kernels import registry
 from hpclab.runs.folder import RunFolder, run_table
@@ -129,12 +130,15 @@ def prepare(spec: Spec, site: site_mod.Site, repetition: int = 1, root: Path | N
 
 
 def submit(run: Run) -> Run:
-    """sbatch the run's job.sh; record the job id (or mark the run failed and raise)."""
+    """sbatch the run's job.sh; record the job id (or mark the run failed and raise
+    SubmissionRefused with sbatch's message)."""
     try:
         job_id = slurm.sbatch(run.folder.job_sh)
     except HpclabError as exc:
-        run.folder.set_status("failed", reason=f"sbatch failed: {exc.what}")
-        raise
+        run.folder.set_status("failed", reason=f"sbatch failed: {exc.what}", failure="submission_refused")
+        if isinstance(exc, SubmissionRefused):
+            raise
+        raise SubmissionRefused(exc.what, exc.hint) from exc
     run.folder.set_status("pending", job_id=job_id)
     return run
 
@@ -227,8 +231,10 @@ def _finish(run: Run, info: slurm.JobInfo) -> None:
                              "provenance/accounting.txt says so (`hpclab cluster up` restarts accounting)")
     if info.nodes:  # a job cancelled while pending has none
         extra["nodes"] = info.nodes
+    failure = ""  # a FAILURES key once the cause is known
     if state == "failed" and (info.slurm_state == "OUT_OF_MEMORY" or memory_killed(run)):
         reason = oom_reason(run, info)
+        failure = "out_of_memory"
     elif state in ("failed", "cancelled") or info.slurm_state == "NODE_FAIL":
         try:
             trouble = slurm.node_trouble(info.nodes)
@@ -236,16 +242,18 @@ def _finish(run: Run, info: slurm.JobInfo) -> None:
             trouble = {}
         if trouble:  # the job died with a node: say which, and what brings it back
             extra["failed_nodes"] = sorted(trouble)
+            failure = "job_lost"
             reason = ("node failure: " + ", ".join(f"{n} is {st}" for n, st in sorted(trouble.items()))
                       + f"; the job ended {info.slurm_state}"
                       + (f" ({reason})" if reason else "")
                       + ". `hpclab cluster up` returns the node to service (elsewhere: tell the admins); "
                         "then run again")
-    if state == "failed" and not registry.get(run.spec.kernel).contract and info.exit_code \
-            and "failed_nodes" not in extra and not reason.startswith("ran out of memory"):
+    if state == "failed" and not registry.get(run.spec.kernel).contract and info.exit_code and not failure:
         # a program of the user's (kernel: program) ended badly on its own: say so in its words
         reason = (f"the program exited with code {info.exit_code}: {' '.join(run.spec.command)}"
                   + (f" (Slurm: {reason})" if reason else ""))
+    if state != "completed":
+        extra["failure"] = failure or {"timeout": "timed_out", "cancelled": "cancelled"}.get(state, "failed")
     run.folder.set_status(state, slurm_state=info.slurm_state, exit_code=info.exit_code,
                           reason=reason, elapsed=info.elapsed, **extra)
 
@@ -401,7 +409,7 @@ def cancel(runs: list[Run], reason: str = "cancelled by hpclab") -> None:
     live = [r for r in runs if r.state not in slurm.TERMINAL]
     slurm.scancel([r.job_id for r in live if r.job_id])
     for r in live:
-        r.folder.set_status("cancelled", reason=reason)
+        r.folder.set_status("cancelled", reason=reason, failure="cancelled")
 
 
 class _DrainWatch:
@@ -444,7 +452,8 @@ class _DrainWatch:
         slurm.scancel([r.job_id for r in live if r.job_id])
         for r in live:
             r.folder.set_status(
-                "cancelled", reason=f"no node can start the job: every node of its partition is drained ({nodes}); "
+                "cancelled", failure="node_drained",
+                reason=f"no node can start the job: every node of its partition is drained ({nodes}); "
                 "Slurm drains a node after a failed launch and keeps it so until someone resumes it: "
                 "`hpclab cluster up` does on the embedded cluster (the node's slurmd log says what failed), "
                 "elsewhere ask the admins; hpclab cancelled the job")
@@ -458,8 +467,9 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
     timeout: seconds (None: no limit); when it passes, the remaining jobs are cancelled and
     marked cancelled, the reason saying what Slurm last reported (pending and why, running,
     requeued); "timeout" is kept for Slurm's own time limit. A job Slurm requeues is followed,
-    not given up (see refresh). Ctrl-C cancels the remaining jobs. Raises HpclabError naming every run that
-    did not complete (state, exit code, reason, last stderr lines, folder)."""
+    not given up (see refresh). Ctrl-C cancels the remaining jobs. Raises JobFailed (or the subclass
+    naming the cause all failed runs share, see raise_for_failures) naming every run that did not
+    complete (state, exit code, reason, last stderr lines, folder)."""
     start = time.monotonic()
     stuck = _DrainWatch()
     bar = JobProgress(len(runs), desc=runs[0].spec.experiment if runs else "jobs", enabled=progress)
@@ -482,7 +492,7 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
                 slurm.scancel([r.job_id for r in live if r.job_id])
                 for r in live:
                     r.folder.set_status(
-                        "cancelled", stopped_waiting=timeout,
+                        "cancelled", stopped_waiting=timeout, failure="gave_up_waiting",
                         reason=f"hpclab stopped waiting after {timeout:g} s and cancelled the job; it was "
                                f"{_last_words(r, last.get(r.job_id or ''))}")
                 break
@@ -545,35 +555,63 @@ def died_in_mpi_startup(run: Run) -> bool:
     return not started and ("Segmentation fault" in err or "Signal: " in err)
 
 
+# A run's cause of failure as recorded in its status.json ("failure"), and the error class that names it.
+FAILURES: dict[str, type[JobFailed]] = {
+    "failed": JobFailed, "out_of_memory": OutOfMemory, "timed_out": TimedOut, "gave_up_waiting": GaveUpWaiting,
+    "cancelled": Cancelled, "node_drained": NodeDrained, "job_lost": JobLost,
+}
+
+
+def _failure_class(st: dict) -> type[JobFailed]:
+    if st.get("failure") in FAILURES:
+        return FAILURES[st["failure"]]
+    # a status written before causes were recorded: what its fields still say
+    if st.get("stopped_waiting"):
+        return GaveUpWaiting
+    if st.get("failed_nodes"):
+        return JobLost
+    return {"timeout": TimedOut, "cancelled": Cancelled}.get(st.get("state"), JobFailed)
+
+
+def failure_of(run: Run) -> JobFailed | None:
+    """Why `run` did not complete, as an error of the class that names the cause (OutOfMemory,
+    TimedOut, GaveUpWaiting, Cancelled, NodeDrained, JobLost, or JobFailed for the rest) whose
+    message is the run's part of raise_for_failures' message; None if it completed."""
+    if run.state == "completed":
+        return None
+    st = run.folder.status()
+    tail = run.folder.tail("stderr", STDERR_LINES)
+    what = (
+        f"run {run.folder.experiment}/{run.run_id} (job {st.get('job_id')}): state {st['state']}"
+        f"{' (Slurm ' + st['slurm_state'] + ')' if st.get('slurm_state') else ''}, "
+        f"exit code {st.get('exit_code')}, reason: {st.get('reason') or 'none given'}"
+        + (f"\n  last lines of stderr:\n    " + tail.replace("\n", "\n    ") if tail else "")
+        + ("\n  diagnosis: the program died inside MPI_Init, before the kernel printed anything: "
+           "a crash in Open MPI's start-up (rare, seen on oversubscribed virtual nodes), "
+           "not in your spec or the kernel; submit the same spec again"
+           if died_in_mpi_startup(run) else "")
+        + f"\n  run folder: {run.path}")
+    return _failure_class(st)(what, runs=[run])
+
+
 def raise_for_failures(runs: list[Run]) -> None:
-    """Raise HpclabError describing every run not completed; return None if all completed."""
+    """Raise a JobFailed describing every run not completed; return None if all completed. When
+    every run failed the same way the error is of that cause's class (OutOfMemory, NodeDrained,
+    GaveUpWaiting, ...), otherwise of the closest class they share."""
     bad = [r for r in runs if r.state != "completed"]
     if not bad:
         return
-    parts = []
-    for r in bad:
-        st = r.folder.status()
-        tail = r.folder.tail("stderr", STDERR_LINES)
-        parts.append(
-            f"run {r.folder.experiment}/{r.run_id} (job {st.get('job_id')}): state {st['state']}"
-            f"{' (Slurm ' + st['slurm_state'] + ')' if st.get('slurm_state') else ''}, "
-            f"exit code {st.get('exit_code')}, reason: {st.get('reason') or 'none given'}"
-            + (f"\n  last lines of stderr:\n    " + tail.replace("\n", "\n    ") if tail else "")
-            + ("\n  diagnosis: the program died inside MPI_Init, before the kernel printed anything: "
-               "a crash in Open MPI's start-up (rare, seen on oversubscribed virtual nodes), "
-               "not in your spec or the kernel; submit the same spec again"
-               if died_in_mpi_startup(r) else "")
-            + f"\n  run folder: {r.path}")
-    what = f"{len(bad)} of {len(runs)} run(s) did not complete:\n" + "\n".join(parts)
-    sts = [r.folder.status() for r in bad]
-    if all(st.get("stopped_waiting") for st in sts):
+    failures = [failure_of(r) for r in bad]
+    what = f"{len(bad)} of {len(runs)} run(s) did not complete:\n" + "\n".join(f.what for f in failures)
+    if all(isinstance(f, GaveUpWaiting) for f in failures):
         hint = ("hpclab gave up waiting, Slurm did not fail the job: give it more time (timeout=...), or "
                 "look at `squeue`/`hpclab cluster status` if it was pending for a reason that will not pass")
-    elif all(str(st.get("reason", "")).startswith("no node can start") for st in sts):
+    elif all(isinstance(f, NodeDrained) for f in failures):
         hint = ("resume the drained node (`hpclab cluster up` on the embedded cluster), then run again: "
                 "runs that completed are kept")
-    elif all(str(st.get("reason", "")).startswith("ran out of memory") for st in sts):
+    elif all(isinstance(f, OutOfMemory) for f in failures):
         hint = "ask for more memory (spec field mem or mem_per_cpu) or make the problem smaller"
     else:
         hint = "read stderr and job.sh in the run folder; fix the spec and run again"
-    raise HpclabError(what, hint)
+    cls = next(c for c in type(failures[0]).__mro__ if all(isinstance(f, c) for f in failures))
+    raise cls(what, hint, runs=bad, failures=failures)
