@@ -26,6 +26,8 @@ from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 
 PU_COLUMNS = ["pu", "pu_logical", "core", "core_os", "package", "package_os", "numa"]
+CACHE_COLUMNS = ["level", "bytes", "count"]
+_CACHE_TYPES = ("L1Cache", "L2Cache", "L3Cache", "L4Cache", "L5Cache")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -98,11 +100,14 @@ class Topology:
     pus: one row per PU (hardware thread): pu (OS index), pu_logical, core (logical core index),
     core_os, package (logical), package_os, numa (OS index of the local NUMA node, -1 unknown).
     numa_nodes: one row per NUMA node: numa (OS index), memory_bytes.
+    caches: data and unified caches, one row per level: level (1, 2, 3...), bytes (per cache),
+    count (caches of that level on the node); empty when hwloc lists none.
     host: the HostName info attribute when present; source: file or command it came from.
     """
 
     pus: pd.DataFrame
     numa_nodes: pd.DataFrame
+    caches: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CACHE_COLUMNS))
     host: str | None = None
     source: str = ""
     attrs: dict = field(default_factory=dict)
@@ -161,6 +166,7 @@ def parse_xml(text: str, source: str = "lstopo XML") -> Topology:
                           "give the XML written by `lstopo --of xml`")
     rows: list[dict] = []
     numa: dict[int, int] = {}
+    caches: list[tuple[int, int]] = []  # (level, bytes) of each data or unified cache
     counters = {"Core": 0, "Package": 0}
     host = None
 
@@ -182,6 +188,11 @@ def parse_xml(text: str, source: str = "lstopo XML") -> Topology:
                 counters["Core"] += 1
             elif kind == "NUMANode":
                 numa[os_index] = int(child.get("local_memory", "0"))
+            elif (kind in _CACHE_TYPES or kind == "Cache") and child.get("cache_type", "0") in ("0", "1"):
+                # cache_type 0 unified, 1 data (2 is an instruction cache: not where data lives)
+                size, depth = int(child.get("cache_size", "0")), child.get("depth")
+                if size and (depth or kind != "Cache"):
+                    caches.append((int(depth or kind[1]), size))
             elif kind == "PU":
                 nodes = _bits(child.get("nodeset"))
                 if cor is None:
@@ -208,7 +219,10 @@ def parse_xml(text: str, source: str = "lstopo XML") -> Topology:
         numa = {0: 0}
         pus["numa"] = pus["numa"].where(pus["numa"] >= 0, 0)
     nodes = pd.DataFrame(sorted(numa.items()), columns=["numa", "memory_bytes"])
-    return Topology(pus=pus, numa_nodes=nodes, host=host, source=source)
+    cache_table = pd.DataFrame(caches, columns=["level", "bytes"])
+    cache_table = (cache_table.groupby("level").agg(bytes=("bytes", "max"), count=("bytes", "size"))
+                   .reset_index()[CACHE_COLUMNS] if caches else pd.DataFrame(columns=CACHE_COLUMNS))
+    return Topology(pus=pus, numa_nodes=nodes, caches=cache_table, host=host, source=source)
 
 
 def read_xml(path: str | Path) -> Topology:
