@@ -252,6 +252,22 @@ def test_poisson_uneven_split_gives_the_same_answer(bins, tmp_path):
         one["results"]["residual_history"], rel=1e-12)
 
 
+def test_poisson_heavy_first_rank_gets_f_times_the_rows_and_the_same_answer(bins, tmp_path):
+    """With --heavy 3 on 40 rows over 2 and 3 ranks, does the first rank along x get 3 shares
+    (30 of 40 rows; 24 of 40 with two light ranks of 8), the others the rest evenly, the report
+    say heavy = 3, and the residuals stay those of one rank (the decomposition does not change
+    the answer)?"""
+    args = ["--shape", "40x16", "--iters", "20", "--exchange", "naive"]
+    _, one = run_json(bins, tmp_path, "poisson", [*args, "--grid", "1x1"], np=1)
+    for np, rows in ((2, [30, 10]), (3, [24, 8, 8])):
+        _, doc = run_json(bins, tmp_path, "poisson", [*args, "--grid", f"{np}x1", "--heavy", "3"], np=np)
+        res = doc["results"]
+        assert doc["validation"]["ok"] and res["heavy"] == 3
+        assert [r["local"][0] for r in sorted(res["per_rank"], key=lambda r: r["coords"][0])] == rows
+        assert res["residual_history"] == pytest.approx(one["results"]["residual_history"], rel=1e-12)
+    assert one["results"]["heavy"] == 1
+
+
 def test_poisson_converged_error_is_within_the_discretisation_bound(bins, tmp_path):
     """Once converged, is the error against sin(pi x) sin(pi y) below pi^4 h^2 / 48?"""
     _, doc = run_json(bins, tmp_path, "poisson", ["--n", "16", "--tol", "1e-12"], np=1)
@@ -424,6 +440,7 @@ BAD_INPUT = [
     ("poisson", ["--shape", "1x8", "--grid", "2x1"], 2, "--grid"),
     ("poisson", ["--n", "1", "--grid", "2x1"], 2, "--grid"),
     ("poisson", ["--tol"], None, "--tol"),
+    ("poisson", ["--heavy", "0.5"], None, "--heavy"),
 ]
 
 

@@ -23,7 +23,9 @@ class PoissonArgs(KernelArgs):
     exchange = halo exchange style (blocking: Send/Recv ordered by parity; sendrecv; nonblocking:
     Isend/Irecv/Waitall; naive: every rank sends up first, the 2014 code's chain); iters = sweeps;
     tol = stop when the residual falls below tol x the initial one; shape = "NXxNY" solves on a
-    rectangle instead of the n x n square (one rank timing a decomposition's subdomain shape)."""
+    rectangle instead of the n x n square (one rank timing a decomposition's subdomain shape);
+    heavy = F gives the first rank along x F times the rows of every other rank (a deliberate load
+    imbalance; default 1, the even split)."""
 
     kernel: Literal["poisson"] = "poisson"
     n: int | None = Field(None, ge=2)
@@ -32,6 +34,7 @@ class PoissonArgs(KernelArgs):
     exchange: Literal["blocking", "sendrecv", "nonblocking", "naive"] | None = None
     iters: int | None = Field(None, ge=1)
     tol: float | None = Field(None, gt=0)
+    heavy: float | None = Field(None, ge=1, le=16)
     fuse: bool = False  # residuum inside the black sweep: one memory pass less, identical results
 
     @model_validator(mode="after")
@@ -54,7 +57,8 @@ COLUMNS = ["rank", "coord_x", "coord_y", "local_x", "local_y", "phase", "kind", 
            "rank_total"]
 # n: points along x (per side on a square); shape: [NX, NY] (reports before --shape lack it:
 # None there); exchange: blocking | sendrecv | nonblocking | naive (docs/kernel-contract.md).
-SUMMARY_KEYS = ["n", "shape", "grid", "exchange", "iterations", "final_residual", "error_max",
+# heavy: --heavy F (1 = the even split; reports before --heavy lack it: None there).
+SUMMARY_KEYS = ["n", "shape", "grid", "exchange", "heavy", "iterations", "final_residual", "error_max",
                 "wall_time", "lattice_updates_per_sec"]
 
 

@@ -57,12 +57,13 @@ static const char *EXCHANGE_NAMES[] = {"blocking", "sendrecv", "nonblocking", "n
 
 static const char *ALLOWED = "--n N (1..1000000), --grid PxQ, "
                              "--shape NXxNY, --exchange blocking|sendrecv|nonblocking|naive, --iters K (1..100000000), "
-                             "--tol T (0..1), --fuse, --json FILE, --help";
+                             "--tol T (0..1), --heavy F (1..16), --fuse, --json FILE, --help";
 
 typedef struct {
     long long n, iters;
     long long nx, ny; /* global interior points along x and y: N x N, or --shape */
     double tol;
+    double heavy; /* rows of the first rank along x over those of every other rank (1: even split) */
     int p, q; /* 0: MPI_Dims_create chooses */
     int fuse; /* residuum inside the black sweep */
     enum exchange_kind exchange;
@@ -89,7 +90,7 @@ typedef struct {
 
 static options parse(int argc, char **argv, int rank, int size)
 {
-    options o = {POISSON_N, 0, 0, 0, -1.0, 0, 0, 0, SENDRECV, NULL};
+    options o = {POISSON_N, 0, 0, 0, -1.0, 1.0, 0, 0, 0, SENDRECV, NULL};
     int have_n = 0, have_shape = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -110,6 +111,8 @@ static options parse(int argc, char **argv, int rank, int size)
             o.iters = hpc_arg_ll(a, hpc_arg_value(argc, argv, &i, ALLOWED), 1, 100000000, "1..100000000");
         else if (!strcmp(a, "--tol"))
             o.tol = hpc_arg_double(a, hpc_arg_value(argc, argv, &i, ALLOWED), 0.0, 1.0, "0..1 (relative to the initial residual)");
+        else if (!strcmp(a, "--heavy"))
+            o.heavy = hpc_arg_double(a, hpc_arg_value(argc, argv, &i, ALLOWED), 1.0, 16.0, "1..16 (times the rows of the other ranks)");
         else if (!strcmp(a, "--grid")) {
             const char *v = hpc_arg_value(argc, argv, &i, ALLOWED);
             char allowed[128], tail;
@@ -155,6 +158,8 @@ static options parse(int argc, char **argv, int rank, int size)
                        "               then receives from below: the 2014 code's order, a chain)\n"
                        "  --iters K    stop after K sweeps (alone: exactly K)\n"
                        "  --tol T      stop when residual <= T x initial residual (default %g without --iters)\n"
+                       "  --heavy F    the first rank along x gets F times the rows of each other rank\n"
+                       "               (a deliberate load imbalance; default 1, the even split)\n"
                        "  --fuse       compute the residuum inside the black sweep (one memory pass less;\n"
                        "               identical results)\n"
                        "  --json FILE  also write the report as JSON (FILE must not exist)\n",
@@ -405,6 +410,28 @@ static void split(long long n, int p, int c, long long *len, long long *start)
     *start = c * base + (c < rem ? c : rem);
 }
 
+/* --heavy F: coordinate 0 takes F shares of the n points, every other coordinate one share
+   (rounded to whole points, at least one point each), the others split the rest evenly with
+   split(). F = 1 is split() itself. A deliberate load imbalance: the heavy rank computes about
+   F times as long, the others wait for it. */
+static void split_heavy(long long n, int p, int c, double heavy, long long *len, long long *start)
+{
+    if (p == 1 || heavy == 1.0) {
+        split(n, p, c, len, start);
+        return;
+    }
+    long long first = llround((double)n * heavy / (heavy + (double)(p - 1)));
+    if (first > n - (p - 1)) first = n - (p - 1);
+    if (first < 1) first = 1;
+    if (c == 0) {
+        *len = first;
+        *start = 0;
+        return;
+    }
+    split(n - first, p - 1, c - 1, len, start);
+    *start += first;
+}
+
 /* --fuse, part 1: the black sweep, and one row behind it the residual of the points whose whole
    stencil is final and local. Each thread takes one block of rows, as schedule(static)
    would; row r's residual needs rows r-1..r+1 swept, so it is computed after row r+1,
@@ -498,7 +525,7 @@ int main(int argc, char **argv)
     MPI_Cart_shift(d.cart, 0, 1, &d.xlo, &d.xhi);
     MPI_Cart_shift(d.cart, 1, 1, &d.ylo, &d.yhi);
     long long sx, sy;
-    split(o.nx, d.dims[0], d.coords[0], &d.nx, &sx);
+    split_heavy(o.nx, d.dims[0], d.coords[0], o.heavy, &d.nx, &sx);
     split(o.ny, d.dims[1], d.coords[1], &d.ny, &sy);
     d.ix0 = sx; /* local i = 1 is global point sx + 1 */
     d.iy0 = sy;
@@ -621,6 +648,7 @@ int main(int argc, char **argv)
     hpc_kv_str(&rep, "grid", grid);
     hpc_kv_str(&rep, "exchange", EXCHANGE_NAMES[o.exchange]);
     hpc_kv_bool(&rep, "fuse", o.fuse);
+    hpc_kv_num(&rep, "heavy", o.heavy);
     hpc_kv_int(&rep, "max_iterations", o.iters);
     hpc_kv_num(&rep, "tol", o.tol);
     hpc_kv_num(&rep, "h", h);
@@ -668,6 +696,7 @@ int main(int argc, char **argv)
         js_arr_close(&res);
         js_str(&res, "exchange", EXCHANGE_NAMES[o.exchange]);
         js_bool(&res, "fuse", o.fuse);
+        js_num(&res, "heavy", o.heavy);
         js_int(&res, "iterations", it);
         js_bool(&res, "converged", converged);
         js_num(&res, "tol", o.tol);
