@@ -12,9 +12,12 @@ from hpclab.core.errors import HpclabError
 from hpclab.site.ompi import (
     component_table,
     configure_options,
+    eager_limit,
+    facts,
     parse_ompi_info,
     read_ompi_info,
     run_ompi_info,
+    shm_btl,
     site_settings,
     transports,
 )
@@ -135,3 +138,69 @@ def test_live_ompi_info_matches_this_machine():
     """Does running ompi_info here give the same components as the captured file on this image?"""
     info = run_ompi_info()
     assert info.version and "ob1" in info.available("pml")
+
+
+# --- one lesson, two Open MPIs ------------------------------------------------------------------
+# ompi_info_5.0.7_parsable.txt: `ompi_info --parsable` and `--parsable --param btl sm --level 9`
+# of Debian 13's Open MPI 5.0.7, captured in the root of scripts/distro-check.sh (2026-11-26).
+
+@pytest.fixture(scope="module")
+def info5():
+    return read_ompi_info(DATA / "ompi_info_5.0.7_parsable.txt")
+
+
+def test_shared_memory_btl_is_named_as_installed(info, info5):
+    """Is the shared-memory BTL 'vader' where 4.1 installed it and 'sm' where 5.0 did, and an error
+    naming the installed BTLs where there is neither?"""
+    assert shm_btl(info) == "vader"
+    assert shm_btl(info5) == "sm"
+    bare = parse_ompi_info('ompi:version:full:5.0.7\nmca:btl:tcp:version:"component:5.0.7"\n')
+    with pytest.raises(HpclabError, match="tcp"):
+        shm_btl(bare)
+
+
+def test_version_facts_come_from_ompi_info(info, info5):
+    """Does 4.1 report ORTE and the single-copy BTL parameter, and 5.0 PRRTE and the smsc framework?"""
+    f4, f5 = facts(info), facts(info5)
+    assert (f4.major, f4.runtime, f4.runtime_version) == (4, "ORTE", info.records["orte:version:full"])
+    assert (f5.major, f5.shm_btl, f5.runtime, f5.single_copy) == (5, "sm", "PRRTE", "smsc")
+    assert "`sm`" in f5.sentence() and "PRRTE" in f5.sentence() and "5.0.7" in f5.sentence()
+
+
+def test_ucx_log_lines_on_stdout_are_not_records(info5):
+    """Does a UCX error line that ompi_info prints on stdout (no /proc) leave the parse intact?"""
+    text = (DATA / "ompi_info_5.0.7_parsable.txt").read_text()
+    noisy = "[1795659139.366082] [vm:9152 :0]             sys.c:306  UCX  ERROR failed to get boot id\n" + text
+    assert parse_ompi_info(noisy).available("btl") == info5.available("btl")
+
+
+def test_lesson_selections_use_this_open_mpis_names(info, info5):
+    """Are notebook 02's selections named and parameterised after each Open MPI's own components:
+    btl_vader_single_copy_mechanism on 4.1, the smsc framework on 5.0, never 'vader' on 5.0?"""
+    from hpclab.course import lesson_transports
+
+    # the saved 4.1 output has no parameters: without btl_vader_single_copy_mechanism there is no
+    # single-copy choice to offer; with it (one --param record added), there is
+    assert list(lesson_transports.selections(info)) == ["default", "ob1+vader", "ob1+tcp", "no vader", "ucx"]
+    text4 = (DATA / "ompi_info_parsable.txt").read_text()
+    s4 = lesson_transports.selections(parse_ompi_info(
+        text4 + "mca:btl:vader:param:btl_vader_single_copy_mechanism:value:cma\n"))
+    s5 = lesson_transports.selections(info5)
+    assert list(s4) == ["default", "ob1+vader", "ob1+tcp", "no vader", "ob1+vader, no single copy",
+                        "ob1+vader, CMA", "ucx"]
+    assert s4["ob1+vader, CMA"].mca["btl_vader_single_copy_mechanism"] == "cma"
+    assert list(s5) == ["default", "ob1+sm", "ob1+tcp", "no sm", "ob1+sm, no single copy", "ob1+sm, CMA", "ucx"]
+    assert s5["no sm"].mca == {"btl": "^sm"}
+    assert s5["ob1+sm, no single copy"].mca["smsc"] == "^cma" and s5["ob1+sm, CMA"].mca["smsc"] == "cma"
+    assert not any("vader" in str(sel.mca) for sel in s5.values())
+    for sel in s5.values():   # every component a 5.0 selection names is installed there
+        for key, value in sel.mca.items():
+            if key in info5.frameworks():
+                info5.check_component(key, value)
+
+
+def test_this_machines_shared_memory_btl_has_an_eager_limit():
+    """Does eager_limit() without arguments read the installed shared-memory BTL's parameter?"""
+    if not shutil.which("ompi_info"):
+        pytest.skip("ompi_info not installed")
+    assert eager_limit() == eager_limit(shm_btl()) > 0

@@ -10,6 +10,7 @@ record per line (`mca:btl:vader:version:"component:4.1.4"`); with `--all` or `--
 from __future__ import annotations
 
 import functools
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,11 @@ def _unquote(value: str) -> str:
     return value
 
 
+# UCX, loaded by ompi_info, logs to stdout where it cannot read what it wants ("[1795659139.366082]
+# [host:9152 :0]  sys.c:306  UCX  ERROR failed to get boot id" without /proc): not a record.
+_UCX_LOG = re.compile(r"^\[\d+\.\d+\] \[[^\]]*\]\s+\S+:\d+\s+UCX\s")
+
+
 def parse_ompi_info(text: str, source: str = "ompi_info --parsable") -> OmpiInfo:
     """Parse the text of `ompi_info --parsable` (optionally with --all / --param).
 
@@ -115,7 +121,7 @@ def parse_ompi_info(text: str, source: str = "ompi_info --parsable") -> OmpiInfo
     params: dict[tuple[str, str, str], dict[str, str]] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip("\r")
-        if not line.strip():
+        if not line.strip() or _UCX_LOG.match(line):
             continue
         parts = line.split(":")
         if len(parts) < 2 or not parts[0] or " " in parts[0]:
@@ -230,10 +236,89 @@ def this_machine() -> OmpiInfo:
     return parse_ompi_info(all_text(), source="ompi_info --parsable --all")
 
 
-def eager_limit(btl: str = "vader") -> int:
+# The shared-memory BTL's names, newest first: Open MPI 5.0 renamed vader to sm (the sm of 1.x-2.x
+# was a different, older component that 3.0 removed). Which one a machine has is read from
+# ompi_info, never guessed from the version or the distribution.
+SHM_BTLS = ("sm", "vader")
+
+
+def shm_btl(info: OmpiInfo | None = None) -> str:
+    """The name of the shared-memory BTL installed here: "vader" (Open MPI 3.0-4.1) or "sm" (5.0
+    on). info: a parsed ompi_info (default: this machine's). Raises HpclabError when neither is."""
+    info = info or this_machine()
+    have = info.available("btl")
+    for name in SHM_BTLS:
+        if name in have:
+            return name
+    raise HpclabError(f"Open MPI {info.version or '?'} lists no shared-memory BTL (neither sm nor vader)",
+                      f"installed BTLs: {', '.join(have) or 'none'}; check the Open MPI installation "
+                      "(ompi_info | grep btl)")
+
+
+def has_param(name: str, info: OmpiInfo | None = None) -> bool:
+    """Does this Open MPI (info, default this machine's, from `--all`) know the MCA parameter `name`?"""
+    params = (info or this_machine()).params
+    return not params.empty and bool((params["param"] == name).any())
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a lesson says differently from one Open MPI to the next, read from ompi_info.
+
+    version: "4.1.4"; major: 4; shm_btl: "vader" or "sm"; runtime: the run-time under mpirun,
+    "ORTE" (Open MPI's own, up to 4.1) or "PRRTE" (the PMIx reference run-time, 5.0 on);
+    runtime_version: its version as ompi_info reports it ("4.1.4", "3.0.9"), None if not listed;
+    single_copy: how the shared-memory BTL's single-copy mechanism is chosen,
+    "btl_<shm>_single_copy_mechanism" (a BTL parameter, up to 4.1) or "smsc" (its own framework,
+    5.0 on), "" when neither exists.
+    """
+
+    version: str
+    major: int
+    shm_btl: str
+    runtime: str
+    runtime_version: str | None
+    single_copy: str
+
+    def sentence(self) -> str:
+        """One line for a notebook: this machine's Open MPI and the names its lessons use."""
+        return (f"This machine runs Open MPI {self.version}: its shared-memory BTL is called "
+                f"`{self.shm_btl}`, and `mpirun` runs on {self.runtime}"
+                + (f" {self.runtime_version}" if self.runtime_version else "") + ".")
+
+
+def facts(info: OmpiInfo | None = None) -> Facts:
+    """The version-dependent facts of this Open MPI (info: a parsed `ompi_info --parsable --all`,
+    default this machine's). Returns a Facts."""
+    info = info or this_machine()
+    version = info.version or "?"
+    major = int(version.split(".")[0]) if version.split(".")[0].isdigit() else 0
+    shm = shm_btl(info)
+    # 4.x prints orte:version:* records; 5.x prints its PRRTE's as prte:version:* (or, in some
+    # builds, only the plm/ess frameworks of PRRTE, which ompi_info does not list at all).
+    orte = info.records.get("orte:version:full")
+    prte = info.records.get("prte:version:full") or info.records.get("prrte:version:full")
+    if orte:
+        runtime, runtime_version = "ORTE", orte
+    elif prte or major >= 5:
+        runtime, runtime_version = "PRRTE", prte
+    else:
+        runtime, runtime_version = "ORTE", None
+    if has_param(f"btl_{shm}_single_copy_mechanism", info):
+        single_copy = f"btl_{shm}_single_copy_mechanism"
+    elif info.available("smsc"):
+        single_copy = "smsc"
+    else:
+        single_copy = ""
+    return Facts(version, major, shm, runtime, runtime_version, single_copy)
+
+
+def eager_limit(btl: str | None = None) -> int:
     """Open MPI's eager limit of a BTL on this machine (btl_<btl>_eager_limit, bytes, header
     included): messages up to about this size are sent without waiting for the receiver; larger
-    ones wait until the receive is posted (rendezvous). The one reader of it in hpclab."""
+    ones wait until the receive is posted (rendezvous). btl: default the shared-memory BTL
+    (shm_btl(): vader or sm). The one reader of it in hpclab."""
+    btl = btl or shm_btl()
     params = this_machine().params
     hit = params[params["param"] == f"btl_{btl}_eager_limit"] if not params.empty else params
     if hit.empty:
