@@ -26,6 +26,7 @@ checked against hwloc, so the cluster never claims cores the machine does not ha
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import socket
@@ -358,6 +359,51 @@ def memory_cgroup() -> bool:
     import os
 
     return (MEMORY_CGROUP / "memory.limit_in_bytes").is_file() and os.access(MEMORY_CGROUP, os.W_OK)
+
+
+def cgroup_version() -> str:
+    """Which cgroup interface this machine mounts at /sys/fs/cgroup: "v2" (the unified hierarchy,
+    Debian 11 on by default under systemd), "v1" (one hierarchy per controller, as on this
+    course's VMs and in containers that keep them), read from the file system type."""
+    try:
+        return "v2" if _fstype(MEMORY_CGROUP.parent) == "cgroup2" else "v1"
+    except OSError:
+        return "v1"
+
+
+def _fstype(path: Path) -> str:
+    """The file system type mounted at path ("cgroup2", "tmpfs", ...), from /proc/self/mounts."""
+    best, kind = "", ""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and str(path).startswith(parts[1]) and len(parts[1]) >= len(best):
+            best, kind = parts[1], parts[2]
+    return kind
+
+
+def slurm_version() -> tuple[int, int]:
+    """The installed Slurm's (major, minor), from `slurmd -V` ("slurm-wlm 24.11.5" -> (24, 11)).
+    Raises HpclabError when slurmd is missing or prints no version."""
+    try:
+        out = subprocess.run(["slurmd", "-V"], capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        raise HpclabError("slurmd is not installed", "run 'make setup' (as root) to install Slurm")
+    m = re.search(r"(\d+)\.(\d+)", out)
+    if not m:
+        raise HpclabError(f"'slurmd -V' printed no version: {out.strip()[:80]!r}", "check the Slurm installation")
+    return int(m.group(1)), int(m.group(2))
+
+
+def memory_enforcement() -> str:
+    """One sentence for a lesson: how the local cluster stops a job that uses more memory than it
+    asked for on this machine (cgroup v1 memory controller, or Slurm's sampling), with the
+    cgroup version this machine has."""
+    if memory_cgroup():
+        return (f"This machine mounts cgroup {cgroup_version()} with a writable memory hierarchy: the local "
+                "cluster's task/cgroup plugin (cgroup/v1) stops a job the moment it crosses its limit (OUT_OF_MEMORY).")
+    return (f"This machine mounts cgroup {cgroup_version()} without a memory hierarchy the local cluster may use: "
+            "Slurm samples each step's memory every second and kills a step over its limit "
+            "(JobAcctGatherParams=OverMemoryKill).")
 
 
 def render_cgroup_conf() -> str:
