@@ -61,7 +61,7 @@ def test_run_spec_file_then_list_and_show_the_completed_run(cluster, tmp_path):
     (listed,) = [ln for ln in p.stdout.splitlines() if ln.startswith(f"cli-e2e/{run_id}")]
     assert listed.split()[1:] == [job_id, "completed", "tiny"]
 
-    p = hpclab("show", run_id, env=env)
+    p = hpclab("show", run_id, "--spec", env=env)
     assert p.returncode == 0, p.stderr
     shown = dict(re.findall(r"^(\w+) +(.+)$", p.stdout, flags=re.M))
     assert shown["run"] == f"cli-e2e/{run_id}" and Path(shown["folder"]) == folder

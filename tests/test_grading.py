@@ -168,14 +168,15 @@ def test_nothing_is_packed_while_nbgrader_executes(tmp_path, monkeypatch):
         labdata.pack({"shm": tmp_path}, tmp_path)
 
 
-def test_steps_on_a_missing_course_end_in_one_line(tmp_path, capsys):
-    """Do the instructor commands answer a wrong folder with one ERROR line and exit code 2?"""
+def test_steps_on_a_missing_course_end_in_hpclabs_error_format(tmp_path, capsys):
+    """Do the instructor commands answer a wrong folder as every hpclab command does (`hpclab:
+    what`, `  what to do: hint`, no traceback) with exit code 2?"""
     for argv in (["release", str(tmp_path / "nope"), "lab-transports"],
                  ["collect", str(tmp_path), "lab-transports", str(tmp_path)],
                  ["init", str(tmp_path / "c"), "no-such-lab"]):
         assert command.main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("ERROR: ")
+        assert len(err) == 2 and err[0].startswith("hpclab: ") and err[1].startswith("  what to do: ")
 
 
 def test_new_course_has_an_exchange_nbgrader_accepts(tmp_path, monkeypatch):

@@ -44,7 +44,7 @@ def add_commands(subparsers) -> None:
     r.add_argument("--quick", action="store_true", help="the quick parameter set (as in the tests)")
     r.set_defaults(func=_run)
     lab = sub.add_parser("lab", help="JupyterLab on localhost with the course open")
-    lab.add_argument("--port", type=int, default=8888)
+    lab.add_argument("--port", type=int, default=8888, help="JupyterLab's port on 127.0.0.1")
     lab.set_defaults(func=_lab)
     g = sub.add_parser("grade-demo", help="grade a simulated class with nbgrader, one line per student")
     g.set_defaults(func=_grade_demo)

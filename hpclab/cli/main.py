@@ -1,7 +1,10 @@
-"""The `hpclab` command: the cluster, experiments and trace analysis from a terminal.
+"""The `hpclab` command: the cluster, experiments, trace analysis, the course, grading and the
+classroom from a terminal.
 
-Each area registers its own subcommands (`add_commands(subparsers)` in its cli_* module); this
-file only assembles them and turns an HpclabError into a short message and exit code 2.
+Each area registers its own subcommands (`add_commands(subparsers)` in its module of this
+folder); this file assembles them, gives every parser the same habits (defaults shown in help,
+an unknown option answered with the usage of the command it was given to, bare `hpclab` prints
+help) and turns an HpclabError into `hpclab: what` / `  what to do: hint` and exit code 2.
 """
 
 from __future__ import annotations
@@ -13,71 +16,57 @@ import sys
 from hpclab.core.errors import HpclabError
 
 # Modules that add subcommands; a missing one (a part not built yet) is skipped.
-COMMAND_MODULES = ["hpclab.cli.run", "hpclab.cli.trace", "hpclab.cli.course", "hpclab.cli.classroom"]
+COMMAND_MODULES = ["hpclab.cli.cluster", "hpclab.cli.run", "hpclab.cli.trace", "hpclab.cli.course",
+                   "hpclab.cli.grade", "hpclab.cli.classroom"]
 
 
-def _cluster(args: argparse.Namespace) -> int:
-    # imported when the command runs: `hpclab --help` and other commands start without it
-    from hpclab import cluster
-    from hpclab.cluster import local
+class HelpFormatter(argparse.HelpFormatter):
+    """Help with each option's default, when it has a telling one (not None, False or empty; 0 is
+    telling, hence the identity tests)."""
 
-    multinode = args.nodes is not None or args.link is not None
-    if args.cpus_per_node is not None and (args.action != "up" or not multinode):
-        # The single-node cluster always has the whole machine: without virtual nodes there is
-        # nothing to give C CPUs to, and ignoring the option would leave a student wondering.
-        what = ("--cpus-per-node applies to virtual nodes only and was given without --nodes" if args.action == "up"
-                else f"--cpus-per-node applies to 'hpclab cluster up --nodes N' only, not to '{args.action}'")
-        raise HpclabError(what, "start virtual nodes with e.g. 'hpclab cluster up --nodes 2 --cpus-per-node 1'; "
-                                "the single-node cluster always uses all of this machine's CPUs")
-    if args.action == "up":
-        nodes = None
-        if multinode:
-            from hpclab.cluster import vnodes  # multi-node mode on one machine
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("%(default)" in text or default is None or default is False or default == argparse.SUPPRESS
+                or default == []
+                or not (action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE))):
+            return text
+        return f"{text} (default: %(default)s)"
 
-            report = vnodes.up(nodes=2 if args.nodes is None else args.nodes, cpus_per_node=args.cpus_per_node,
-                               link=args.link or "unshaped")
-        else:
-            report = local.up(nodes=nodes)
-        verb = "already running" if report.already_running else f"started in {report.seconds:.1f} s"
-        print(f"hpclab cluster {verb}: nodes {', '.join(report.nodes)}")
-        print(f"  {report.client_config}")
-        return 0
-    if args.action == "down":
-        try:
-            # imported when the command runs: `hpclab --help` and other commands start without it
-            from hpclab.cluster import vnodes
-        except ImportError:
-            vnodes = None
-        stopped = vnodes.down() if vnodes else local.down()
-        print("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
-        return 0
-    if args.action == "status":
-        # imported when the command runs: `hpclab --help` and other commands start without it
-        from hpclab.cluster import vnodes
 
-        st = cluster.status()
-        print(st.render())
-        link = vnodes.link_in_effect()
-        if link:  # virtual nodes: the link profile and which of its parts took effect
-            print(f"  {link}")
-        return 0 if st.running else 1
-    if args.action == "env":
-        sys.stdout.write(cluster.env_script())
-        return 0
-    raise AssertionError(args.action)
+class Parser(argparse.ArgumentParser):
+    """hpclab's parser and every subcommand's (argparse makes subparsers of the parent's class).
+
+    An argument no parser knows is reported by the innermost command it was given to, with that
+    command's usage (`hpclab runs --bogus` prints runs' usage), not the top-level one."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
+def version() -> str:
+    """The installed package's version (pyproject.toml), or 'unknown' outside an install."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("hpclab")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hpclab", description="The hpclab course: cluster, experiments, analysis.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("cluster", help="start, stop or inspect the local Slurm cluster")
-    p.add_argument("action", choices=["up", "down", "status", "env"])
-    p.add_argument("--nodes", type=int, help="virtual nodes on this machine (multi-node mode)")
-    p.add_argument("--cpus-per-node", type=int, help="CPUs each virtual node gets")
-    p.add_argument("--link", help="link profile between virtual nodes (e.g. unshaped, 10g, 1g, 100m)")
-    p.set_defaults(func=_cluster)
-
+    parser = Parser(prog="hpclab",
+                    description="The hpclab course: the local Slurm cluster, experiments, traces, the course, "
+                                "grading and a classroom. 'hpclab COMMAND --help' shows a command's options.")
+    parser.add_argument("--version", action="version", version=f"hpclab {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
@@ -86,12 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.add_commands(sub)
+    parser.set_defaults(func=lambda args: parser.print_help() or 0)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:   # --help, --version, a usage error: argparse has printed it
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     try:
         return int(args.func(args) or 0)
     except HpclabError as e:

@@ -3,7 +3,7 @@
     hpclab run specs/stream.yaml --sweep omp.num_threads=1,2 --sweep binding.cpu_bind=cores,none
     hpclab run specs/stream.yaml --no-wait     # submit and return; check later with `hpclab runs`
     hpclab runs [EXPERIMENT]                   # list runs (from runs/index.jsonl)
-    hpclab show RUN                            # status, spec, files and stderr tail of one run
+    hpclab show RUN [--spec]                   # status, files and stderr tail of one run (and its spec)
 
 hpclab/cli/main.py calls `add_commands(subparsers)` and prints any HpclabError without a traceback.
 """
@@ -69,10 +69,10 @@ def _show(args: argparse.Namespace) -> int:
         if st.get(key) not in (None, ""):
             print(f"{key:9} {st[key]}")
     print("files     " + ", ".join(sorted(p.name + ("/" if p.is_dir() else "") for p in folder.path.iterdir())))
-    print("spec")
-    spec = folder.spec()
-    for line in json.dumps(spec, indent=2, sort_keys=True).splitlines():
-        print("  " + line)
+    if args.spec:
+        print("spec")
+        for line in json.dumps(folder.spec(), indent=2, sort_keys=True).splitlines():
+            print("  " + line)
     tail = folder.tail("stderr", args.lines)
     if tail:
         print(f"stderr (last {args.lines} lines)")
@@ -88,16 +88,17 @@ def add_commands(subparsers) -> None:
     p.add_argument("--sweep", action="append", metavar="KEY=V1,V2",
                    help="add a sweep over a dotted field, e.g. omp.num_threads=1,2 (repeatable)")
     p.add_argument("--no-wait", action="store_true", help="submit and return without waiting")
-    p.add_argument("--timeout", type=float, default=None, help="seconds to wait before cancelling")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait before cancelling (default: no limit)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
 
     p = subparsers.add_parser("runs", help="list runs (all, or of one experiment or kernel)")
     p.add_argument("experiment", nargs="?", help="experiment or kernel name")
-    p.add_argument("--last", type=int, default=0, help="only the last N runs")
+    p.add_argument("--last", type=int, default=0, help="only the last N runs (0: all)")
     p.set_defaults(func=_runs)
 
-    p = subparsers.add_parser("show", help="status, spec and stderr of one run")
+    p = subparsers.add_parser("show", help="status, files and stderr of one run (its spec with --spec)")
     p.add_argument("run", help="run id (or a unique prefix), experiment/run-id, or folder path")
+    p.add_argument("--spec", action="store_true", help="also print the run's spec (spec.json)")
     p.add_argument("--lines", type=int, default=15, help="stderr lines to show")
     p.set_defaults(func=_show)

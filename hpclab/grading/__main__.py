@@ -1,23 +1,30 @@
-"""`python -m hpclab.grading STEP ...`: the instructor's pipeline on the command line (init, release,
-collect, autograde, feedback, export; demo grades the simulated class), and the two entry points
-the grader starts itself: `kernel CONNECTION_FILE` (ipykernel in the sandbox, the kernel spec
-init_course installs) and `check` (test cells run on a submission's answers, JSON on stdin).
+"""`python -m hpclab.grading STEP ...`: the instructor's pipeline on the command line, an alias of
+`hpclab grade STEP ...` (the steps are defined once, in hpclab/grading/commands.py; errors are
+printed as hpclab prints them: `hpclab: what`, `  what to do: hint`, exit code 2).
+
+Three entry points the grader starts itself stay here, with one-line `ERROR: ...` messages for
+the logs of the process that started them: `kernel CONNECTION_FILE` (ipykernel in the sandbox,
+the kernel spec init_course installs), `check` (test cells run on a submission's answers, JSON on
+stdin) and `reference LAB DIR` (a lab's expected answers from its packed data, as JSON).
 See grader/README.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
 from hpclab.core.errors import HpclabError
-from hpclab.grading import answers, demo, pipeline, references, sandbox
+from hpclab.grading import commands
 
 
 def sandbox_kernel(connection_file: str) -> None:
     """Start ipykernel for nbgrader inside hpclab.grading.sandbox (the dedicated user, no network, only
     the submission's copy writable, resource limits); exits with the kernel's status."""
+    from hpclab.grading import sandbox   # the sandbox's imports: only when a kernel starts
+
     try:
         code = sandbox.run_kernel(connection_file)
     except HpclabError as exc:
@@ -26,75 +33,51 @@ def sandbox_kernel(connection_file: str) -> None:
     sys.exit(code)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m hpclab.grading STEP ...`: the instructor pipeline, one command per step
-    (init, release, collect, autograde, feedback, export, demo), plus the internal `reference`,
-    `kernel` and `check` entry points. Errors print one line and exit 2."""
-    import argparse
+def _reference(lab: str, lab_dir: str) -> int:
+    from hpclab.grading import references   # the reference analysis: only when asked
 
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["kernel"] and len(argv) == 2:
-        sandbox_kernel(argv[1])
-    if argv == ["check"]:
-        return answers.check_main()
-    p = argparse.ArgumentParser(prog="python -m hpclab.grading",
-                                description="grade hpclab labs with nbgrader (see grader/README.md)")
-    sub = p.add_subparsers(dest="step", required=True)
-    i = sub.add_parser("init", help="new course folder with the labs as nbgrader sources")
-    i.add_argument("course")
-    i.add_argument("labs", nargs="*", default=list(pipeline.LABS))  # argparse: empty list -> default
-    for name, helptext in (("release", "generate the student version of a lab"),
-                           ("autograde", "execute and grade every collected submission"),
-                           ("feedback", "HTML feedback per student")):
-        q = sub.add_parser(name, help=helptext)
-        q.add_argument("course")
-        q.add_argument("lab")
-        if name == "autograde":
-            q.add_argument("--timeout", type=int, help="seconds per cell (default: config's)")
-            q.add_argument("--unconfined", action="store_true",
-                           help="no sandbox: only for your own test notebooks, never students'")
-    c = sub.add_parser("collect", help="collect <student-id>.zip files (LMS download)")
-    c.add_argument("course")
-    c.add_argument("lab")
-    c.add_argument("downloads", help="folder of <student-id>.zip")
-    e = sub.add_parser("export", help="all grades as CSV (file must not exist)")
-    e.add_argument("course")
-    e.add_argument("csv")
-    r = sub.add_parser("reference", help="expected answers of a lab from its packed data (JSON)")
-    r.add_argument("lab")
-    r.add_argument("lab_dir")
-    sub.add_parser("demo", help="grade the simulated class, one line per student")
-    a = p.parse_args(argv)
     try:
-        if a.step == "reference":
-            if a.lab not in references.REFERENCES:
-                raise HpclabError(f"no reference analysis for {a.lab!r}",
-                                  f"labs: {', '.join(references.REFERENCES)}")
-            print(json.dumps(references.REFERENCES[a.lab](Path(a.lab_dir))))
-        elif a.step == "init":
-            print(pipeline.init_course(a.course, a.labs))
-        elif a.step == "release":
-            print(pipeline.release(a.course, a.lab))
-        elif a.step == "collect":
-            print("collected:", " ".join(pipeline.collect(a.course, a.lab, a.downloads)))
-        elif a.step == "autograde":
-            pipeline.autograde(a.course, a.lab, a.timeout, a.unconfined)
-            for student, cells in sorted(pipeline.cell_scores(a.course, a.lab).items()):
-                got, mx = sum(v[0] for v in cells.values()), sum(v[1] for v in cells.values())
-                print(f"{student:16s} {got:g} / {mx:g}")
-            for student, flags in sorted(pipeline.tampered_cells(a.course, a.lab).items()):
-                print(f"{student}: changed locked cells: {flags}")
-        elif a.step == "feedback":
-            for f in pipeline.feedback(a.course, a.lab):
-                print(f)
-        elif a.step == "export":
-            print(f"{len(pipeline.export(a.course, a.csv))} rows -> {a.csv}")
-        elif a.step == "demo":
-            return demo.grade_demo()
+        if lab not in references.REFERENCES:
+            raise HpclabError(f"no reference analysis for {lab!r}", f"labs: {', '.join(references.REFERENCES)}")
+        print(json.dumps(references.REFERENCES[lab](Path(lab_dir))))
     except HpclabError as exc:
         print(f"ERROR: {exc.one_line()}", file=sys.stderr)
         return 2
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m hpclab.grading STEP ...`: the steps of commands.STEPS (as `hpclab grade`), plus
+    the internal `kernel`, `check` and `reference` entry points. Returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["kernel"] and len(argv) == 2:
+        sandbox_kernel(argv[1])
+    if argv == ["check"]:
+        from hpclab.grading import answers   # the grader's check: only when asked
+
+        return answers.check_main()
+    if argv[:1] == ["reference"] and len(argv) == 3:
+        return _reference(argv[1], argv[2])
+    p = argparse.ArgumentParser(prog="python -m hpclab.grading",
+                                description="Grade hpclab labs with nbgrader; the same steps as 'hpclab grade' "
+                                            "(see grader/README.md).",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sub = p.add_subparsers(dest="step", required=True, metavar="STEP")
+    commands.add_steps(sub)
+    r = sub.add_parser("reference", help="expected answers of a lab from its packed data (JSON; internal)")
+    r.add_argument("lab")
+    r.add_argument("lab_dir")
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        if args.step == "reference":
+            return _reference(args.lab, args.lab_dir)
+        return args.func(args)
+    except HpclabError as exc:
+        print(f"hpclab: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
