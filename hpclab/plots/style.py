@@ -30,6 +30,8 @@ COLORS = {
     "bar_edge": "white",
     # a halo row or a cell the reader should look at, and text on a dark cell
     "highlight": "#d62728", "on_dark": "white",
+    # POP tables: at or above POP's 0.8 line, below it, not available; the critical path
+    "pop_good": "#cfe8cf", "pop_fix": "#f6c9c4", "pop_na": "#eeeeee", "path": "#d62728",
 }
 
 # The parts of a run's time (hpclab.trace.split.Split attributes), one colour each.
