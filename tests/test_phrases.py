@@ -82,3 +82,17 @@ def test_against_limit_says_when_a_value_exceeds_its_bound():
 
 def test_spread_text_names_the_runs():
     assert phrases.Spread.of([1.52, 1.589, 1.66]).text("ms") == "1.59 ms (1.52-1.66, 3 runs)"
+
+
+def test_factors_multiply_and_never_add():
+    """Two effects of 1.9x and 28x are 53x together, shown as factors and log shares (not 46 % + 53 %)."""
+    text = phrases.factors(1.9 * 28, {"the shared core": 1.9, "busy-polling": 28})
+    assert text.startswith("53x in all = 1.9x (the shared core) x 28x (busy-polling)")
+    assert "on a log scale 16 % and 84 %" in text
+    assert "not explained" not in text
+
+
+def test_factors_show_what_the_parts_leave_unexplained():
+    text = phrases.factors(10.0, {"a": 2.0, "b": 2.0})
+    assert "2.5x (not explained by the parts)" in text
+    assert phrases.factors(0, {"a": 2.0}).startswith("not comparable")
