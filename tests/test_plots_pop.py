@@ -34,7 +34,7 @@ def test_pop_figure_colours_cells_by_pops_line(tmp_path):
     n_na = int(table.isna().sum().sum())
     n_fix = int((table < pop.GOOD).sum().sum())
     assert colours.count(want("pop_na")) == n_na and colours.count(want("pop_fix")) == n_fix
-    assert "n/a (instruction scalability, IPC scalability, frequency scalability): perf" in ax.get_xlabel()
+    assert "n/a (instruction scalability, IPC scalability, frequency scalability): perf" in ax.get_xlabel().replace("\n", " ")
     fig.savefig(tmp_path / "pop.png")
 
 

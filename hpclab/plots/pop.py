@@ -46,7 +46,7 @@ def pop_figure(table, title: str | None = None):
     ax.set_xlabel("ranks" + notes)
     ax.grid(False)
     ax.tick_params(length=0)
-    ax.set_title(title or f"POP efficiencies (reference: {table.attrs.get('reference', counts[0])} ranks)")
+    ax.set_title(title or f"POP efficiencies (reference: {table.attrs.get('reference', counts[0])} rank(s))")
     return fig
 
 
