@@ -26,6 +26,12 @@ setup:
 build:
 	@$(MAKE) -s -C src
 
+# Open MPI 5 and MPICH 5 from their pinned wheels, each in its own prefix, the kernels built with
+# each, one Lmod module file per library (scripts/mpi-libraries.sh; the last step of make setup).
+.PHONY: mpi-libraries
+mpi-libraries:
+	@bash scripts/mpi-libraries.sh
+
 cluster-up: setup
 	@$(HPCLAB) cluster up
 

@@ -101,3 +101,4 @@ if [[ -f src/Makefile ]]; then
   make -s -C src
   say "C kernels: built into build/bin"
 fi
+bash scripts/mpi-libraries.sh  # 4. Open MPI 5 and MPICH 5 beside the system Open MPI (make mpi-libraries)

@@ -6,6 +6,9 @@ the same, with module files that wrap Debian's gcc and openmpi packages (version
 machine: `gcc -dumpfullversion`, `ompi_info`). `write_modulefiles(folder)` writes them as
 <folder>/gcc/<version>.lua and <folder>/openmpi/<version>.lua, world-readable, for the classroom to
 install (in /opt/hpclab/classroom/modulefiles, which sites/classroom.yaml names as its modulepath).
+`write_library_modulefiles(folder)` writes one module file per MPI library of
+hpclab.site.mpi_libraries that is installed (the system Open MPI included), so that
+`module load openmpi/5.0.11` or `module load mpich/5.0.2` picks a library as on a site's cluster.
 `load_lines(modules, modulepath)` gives the lines every job script and job step runs (through
 hpclab.jobs.templates): the job's own `module` command if it has one (a site's Lmod), else Debian's
 Lmod init for bash; `module use` for each folder; one `module load` per module. A missing Lmod, a
@@ -26,7 +29,7 @@ from pathlib import Path
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
-from hpclab.site import ompi
+from hpclab.site import mpi_libraries, ompi
 
 # Debian's lmod package: the init file that defines the `module` shell function for bash.
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
@@ -153,6 +156,63 @@ def write_modulefiles(folder: str | os.PathLike) -> dict[str, Path]:
             if old != target and old.read_text(errors="replace").startswith(MARKER):
                 old.unlink()
         made[name] = write_atomic(target, text, mode=0o644)
+    return made
+
+
+def library_modulefile(lib: mpi_libraries.MpiLibrary) -> str:
+    """The Lua module file of an MPI library installed from its wheel under its own prefix (see
+    hpclab.site.mpi_libraries): PATH and MANPATH first, MPI_HOME and the wrapper compilers. No
+    LD_LIBRARY_PATH: the wrappers link with an rpath into the prefix, and the libraries find their
+    own dependencies ($ORIGIN). family("mpi"): loading another MPI swaps this one out."""
+    prefix, v = str(lib.prefix), lib.version
+    lines = [
+        f"{MARKER}: {lib.family} {v} from the wheel {lib.requirement}, written by hpclab.site.modules.",
+        f"help([[{lib.family} {v} installed from PyPI ({lib.requirement}) into {prefix}.",
+        f"Loading it puts its mpicc and launchers first on PATH; jobs start it with: {' '.join(lib.launcher.argv)}.",
+        "What carried the messages: " + (" ".join(f"{k}={val}" for k, val in lib.report_env.items()) or "-") + "]])",
+        f"whatis({_lua('Name: ' + lib.family)})",
+        f"whatis({_lua('Version: ' + v)})",
+        f"whatis({_lua('Description: ' + lib.family + ' ' + v + ' from PyPI, in its own prefix ' + prefix)})",
+        'family("mpi")',
+        f"prepend_path(\"PATH\", {_lua(prefix + '/bin')})",
+        f"prepend_path(\"MANPATH\", {_lua(prefix + '/share/man')})",
+        f"setenv(\"MPI_HOME\", {_lua(prefix)})",
+        f"setenv(\"HPCLAB_MPI\", {_lua(lib.name)})",
+    ]
+    lines += [f"setenv({_lua(var)}, {_lua(prefix + '/bin/' + prog)})"
+              for var, prog in (("MPICC", "mpicc"), ("MPICXX", "mpicxx"))]
+    return "\n".join(lines) + "\n"
+
+
+def write_library_modulefiles(folder: str | os.PathLike | None = None) -> dict[str, Path]:
+    """Write one module file per MPI library into `folder` (default: mpi_libraries.modulefiles_dir()):
+    <folder>/<family>/<version>.lua for each library installed from its wheel, and the system
+    Open MPI's (openmpi_modulefile, with its own version) beside them. Libraries that are not
+    installed get none (and a stale file of ours for them is removed). Folders 0755, files 0644.
+    Returns {library name: path}."""
+    folder = Path(folder or mpi_libraries.modulefiles_dir())
+    wanted: dict[str, tuple[Path, str]] = {}
+    for lib in mpi_libraries.LIBRARIES:
+        if lib.requirement is None:
+            facts = openmpi_facts()
+            wanted[lib.name] = (folder / "openmpi" / f"{facts['version']}.lua", openmpi_modulefile(facts))
+        elif lib.installed():
+            wanted[lib.name] = (folder / lib.family / f"{lib.version}.lua", library_modulefile(lib))
+    keep = {path for path, _ in wanted.values()}
+    made = {}
+    try:
+        for sub in {lib.family for lib in mpi_libraries.LIBRARIES}:
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+            for d in (folder, folder / sub):
+                d.chmod(0o755)
+            for old in (folder / sub).glob("*.lua"):
+                if old not in keep and old.read_text(errors="replace").startswith(MARKER):
+                    old.unlink()
+    except OSError as exc:
+        raise HpclabError(f"cannot create the module folder {folder}: {exc.strerror}",
+                          "run as root for a system folder, or set HPCLAB_MPI_ROOT to a folder you can write") from None
+    for name, (path, text) in wanted.items():
+        made[name] = write_atomic(path, text, mode=0o644)
     return made
 
 

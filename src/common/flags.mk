@@ -7,8 +7,11 @@
 HERE      := $(dir $(lastword $(MAKEFILE_LIST)))
 TOP       := $(abspath $(HERE)/../..)
 COMMON    := $(abspath $(HERE))
-BINDIR    := $(TOP)/build/bin
-OBJDIR    := $(TOP)/build/obj/$(KERNEL)
+# BUILD_DIR: where bin/ and obj/ go; another MPI library's build goes to its own folder
+# (scripts/mpi-libraries.sh: make -C src CC=<its mpicc> BUILD_DIR=build/<library>).
+BUILD_DIR ?= $(TOP)/build
+BINDIR    := $(BUILD_DIR)/bin
+OBJDIR    := $(BUILD_DIR)/obj/$(KERNEL)
 
 CC        ?= mpicc
 ifeq ($(origin CC),default)
