@@ -95,8 +95,8 @@ def test_two_threads_of_one_rank_on_one_cpu_count_as_shared():
 
 
 def test_compare_cases_sees_overlapping_spreads_and_stacked_runs():
-    """Is a 1 % difference of medians with overlapping ranges called no winner, a separated pair
-    called by name, and a run that put both ranks on one CPU counted?"""
+    """Is a 1 % difference of medians with overlapping ranges called within the noise, a separated
+    pair with too few runs said to be too few, and a run that put both ranks on one CPU counted?"""
     rates = pd.DataFrame([
         {"label": "none", "run_id": "a", "job_mb_s": 190.0, "shared_cpu": False},
         {"label": "none", "run_id": "b", "job_mb_s": 192.0, "shared_cpu": False},
@@ -106,26 +106,106 @@ def test_compare_cases_sees_overlapping_spreads_and_stacked_runs():
     ])
     c = placement.compare_cases(rates, "none", "cores")
     assert c["median_a"] == 190.0 and c["median_b"] == 192.0
-    assert c["overlap"] and c["verdict"].startswith("no winner")
+    assert c["overlap"] and "cannot be told apart" in c["verdict"]
     assert c["shared_runs_a"] == 1 and c["shared_runs_b"] == 0
     far = rates.assign(job_mb_s=[1.0, 2.0, 3.0, 100.0, 101.0])
-    assert placement.compare_cases(far, "none", "cores")["verdict"].startswith("cores is faster in every run (but only 2")
+    assert "cannot be told apart with so few runs" in placement.compare_cases(far, "none", "cores")["verdict"]
 
 
-def test_pitfall_split_adds_up():
-    """Do the shared-core part and the polling part add up to the pitfall's whole loss?"""
-    s = pd.DataFrame({"job_mb_s_median": {"p": 1.0, "f": 100.0, "py": 45.0, "fy": 100.0}})
+def _rates(values: dict[str, list[float]], shared: tuple = ()) -> pd.DataFrame:
+    return pd.DataFrame([{"label": label, "run_id": f"{label}-{i}", "job_mb_s": v, "shared_cpu": label in shared,
+                          "cpus_used": {}} for label, vs in values.items() for i, v in enumerate(vs)])
+
+
+def test_binding_text_follows_the_numbers_and_flips_when_swapped():
+    """Does the binding sentence say 'within the noise' for overlapping runs, name the winner for
+    separated ones, and flip when the sides are swapped?"""
+    tie = _rates({"none": [190, 192, 195], "cores": [191, 193, 194]})
+    assert "within the noise of 3 runs" in placement.binding_text(tie, "none", "cores")
+    apart = _rates({"none": [100, 110, 120], "cores": [190, 193, 194]}, shared=("none",))
+    text = placement.binding_text(apart, "none", "cores")
+    assert "none is" in text and "lower than cores, beyond the spread of 3 runs" in text
+    assert "In 3 of 3 runs of none" in text
+    assert "cores is" in placement.binding_text(apart, "cores", "none") and "higher than none" in \
+        placement.binding_text(apart, "cores", "none")
+
+
+def test_pitfall_split_multiplies():
+    """Are the shared-core and polling effects factors whose product (with yielding's own effect
+    on the fix) is the whole loss, never shares of a sum?"""
+    s = pd.DataFrame({"job_mb_s_median": {"p": 1.0, "f": 100.0, "py": 45.0, "fy": 90.0}})
     sp = placement.pitfall_split(s, "p", "f", "py", "fy")
-    assert sp["lost"] == pytest.approx(0.99) and sp["lost_sharing"] == pytest.approx(0.55)
-    assert sp["lost_polling"] == pytest.approx(0.44) and sp["polling_factor"] == pytest.approx(45.0)
+    assert sp["lost"] == pytest.approx(0.99) and sp["lost_sharing"] == pytest.approx(0.5)
+    assert sp["sharing_factor"] == pytest.approx(2.0) and sp["polling_factor"] == pytest.approx(45.0)
+    assert sp["total_factor"] == pytest.approx(sp["yield_factor"] * sp["sharing_factor"] * sp["polling_factor"])
+    assert "lost_polling" not in sp
 
 
-def test_pitfall_fidelity_row_is_computed_from_the_medians():
-    """Does the hybrid-pitfall fidelity row carry the measured split and name both factors?"""
-    s = pd.DataFrame({"job_mb_s_median": {
-        lesson_placement.PITFALL_CASES[0].label: 2.0, lesson_placement.PITFALL_CASES[1].label: 200.0,
-        lesson_placement.YIELD_CASES[0].label: 90.0, lesson_placement.YIELD_CASES[1].label: 180.0}})
-    row = placement.pitfall_fidelity(s)
-    assert row["reproduced"] == "yes" and row["lost"] == pytest.approx(0.99)
-    assert row["lost_sharing"] == pytest.approx(0.5) and row["polling_factor"] == pytest.approx(45.0)
-    assert "2.0x slower" in row["why"] and "45x more" in row["why"]
+def test_pitfall_text_states_factors_from_the_runs():
+    """Does the pitfall text give each comparison with its spread and the loss as factors?"""
+    rates = _rates({placement.PITFALL: [1.0, 1.1, 0.9], placement.FIX: [100, 101, 99],
+                    placement.PITFALL_YIELD: [50, 51, 49], placement.FIX_YIELD: [100, 102, 98]})
+    text = placement.pitfall_text(rates)
+    assert "fix 1 is 100x higher than the pitfall, beyond the spread of 3 runs" in text
+    assert "100x between fix 1 and the pitfall = 2.0x (the shared core) x 50x (busy-polling in the barrier)" in text
+    assert "on a log scale 15 % and 85 %" in text and "+" not in text
+
+
+@pytest.mark.parametrize("pitfall, fix, verdict", [
+    ([10, 11, 12], [100, 101, 102], "yes"),      # most lost, beyond the spread
+    ([70, 71, 72], [100, 101, 102], "partly"),   # a measured loss, less than half
+    ([95, 100, 105], [98, 101, 103], "no"),      # within the noise
+    ([10, 11], [100, 101], "not shown"),         # too few runs
+])
+def test_pitfall_fidelity_is_yes_only_beyond_the_spread(pitfall, fix, verdict):
+    """Is the hybrid-pitfall row 'yes' only for most of the bandwidth lost beyond the spread of >= 3
+    runs per side, and does the fidelity builder accept it?"""
+    from hpclab.course import fidelity
+
+    rates = _rates({placement.PITFALL: pitfall, placement.FIX: fix}, shared=(placement.PITFALL,))
+    row = placement.pitfall_fidelity(rates, array_mb=400)
+    assert row["reproduced"] == verdict
+    assert row["beyond_spread"] == (verdict in ("yes", "partly"))
+    assert "400 MB of arrays per rank" in row["here"]
+    assert fidelity.hybrid_pitfall(rates, ["r1"]).reproduced == verdict
+
+
+def test_pitfall_fidelity_names_the_cache_factors():
+    """With in-cache runs of the four cases, does `here` give their factors (multiplied)?"""
+    mem = _rates({placement.PITFALL: [10, 11, 12], placement.FIX: [20, 21, 22]})
+    cache = _rates({placement.PITFALL: [1.0, 1.1, 0.9], placement.FIX: [100, 101, 99],
+                    placement.PITFALL_YIELD: [50, 51, 49], placement.FIX_YIELD: [100, 102, 98]})
+    row = placement.pitfall_fidelity(mem, cache)
+    assert row["reproduced"] == "partly" or row["reproduced"] == "yes"
+    assert "In cache" in row["here"] and "2.0x (the shared core) x 50x" in row["here"]
+
+
+def test_numa_row_on_one_and_two_numa_nodes():
+    """One NUMA node: 'not shown', saying which case the node is in. Two: the verdict follows the
+    local and remote runs ('yes' only beyond the spread)."""
+    from hpclab.course import fidelity, sizing
+    from hpclab.site import topology
+
+    one = fidelity.numa(topology.synthetic("pack:1 numa:1 core:2 pu:1"))
+    assert one.reproduced == "not shown" and "2 cores, 1 NUMA node" in one.here
+    two = sizing.plan(topology.synthetic("pack:2 numa:1 core:2 pu:1"))
+    local, remote = (c.label for c in lesson_placement.numa_cases(two))
+    assert fidelity.numa(two).reproduced == "not shown"
+    assert fidelity.numa(two, _rates({local: [160, 162, 165], remote: [100, 101, 103]})).reproduced == "yes"
+    assert fidelity.numa(two, _rates({local: [100, 160, 165], remote: [100, 101, 103]})).reproduced == "no"
+    assert "60 %" in fidelity.numa(two, _rates({local: [160, 162, 165], remote: [100, 101, 103]})).why
+
+
+def test_node_size_splits_the_arrays_over_each_case_s_ranks():
+    """Do node-sized specs give a one-rank case twice the per-rank arrays of a two-rank case?"""
+    cases = lesson_placement.pitfall_cases(2)
+    specs = lesson_placement.specs(cases, node_size=2_000_000, repetitions=1)
+    sizes = {s.label: s.args["size"] if isinstance(s.args, dict) else s.args.size for s in specs}
+    assert sizes[cases[0].label] == 1_000_000 and sizes[cases[2].label] == 2_000_000
+
+
+def test_four_rank_cases_pin_every_rank_to_cpu_0():
+    """On a wider node (4 placement ranks), does the deliberate mistake list CPU 0 four times?"""
+    cases = lesson_placement.binding_cases(4)
+    assert "map_cpu:0,0,0,0" in [c.label.split("=")[-1] for c in cases]
+    assert all(c.ntasks == 4 for c in cases)

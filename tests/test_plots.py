@@ -249,3 +249,20 @@ def test_the_palette_keeps_each_part_and_call_apart():
     assert len({style.call_color(c) for c in calls}) == len(calls)
     assert style.call_color("MPI_Whatever") == style.call_color("MPI_Whatever")
     assert plots.rank_color(0) == style.rank_color(0) == style.TAB20[0]
+
+
+def test_job_bandwidth_draws_the_job_rate_beside_the_rank_sum():
+    """Does the whole-job figure draw one solid and one hatched bar per case, on a log axis when
+    the rates span more than 20x, with the rank sum labelled as not a job rate?"""
+    import pandas as pd
+
+    from hpclab.plots import figures
+
+    rates = pd.DataFrame([{"label": lab, "run_id": f"{lab}{i}", "job_mb_s": job * (1 + i / 100), "rank_sum_mb_s": rs}
+                          for lab, job, rs in (("pitfall", 1200.0, 102000.0), ("fix", 60000.0, 61000.0))
+                          for i in range(3)])
+    fig = figures.job_bandwidth(rates, order=["pitfall", "fix"])
+    ax = fig.axes[0]
+    assert len(ax.patches) == 4 and ax.get_yscale() == "log"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("not a job rate" in t for t in labels) and any("whole job" in t for t in labels)

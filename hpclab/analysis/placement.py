@@ -3,14 +3,16 @@
 The named cases (a label and the spec fields that produce it) of the bindings notebook and lab
 are in hpclab.course.lesson_placement. Here `job_rates()` and `summary()` reduce STREAM runs to
 one row per case: the whole job's bandwidth (min/median/max over repetitions), the CPUs each rank
-ran on, and whether ranks ended up sharing a CPU; `compare_cases()`, `lost_fraction()` and
-`pitfall_split()` compare cases.
+ran on, and whether ranks ended up sharing a CPU; `comparison()`, `compare_cases()`,
+`lost_fraction()` and `pitfall_split()` compare cases, and `pitfall_text()`, `binding_text()`,
+`pitfall_fidelity()` and `numa_fidelity()` word what the runs show with hpclab.analysis.phrases.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from hpclab.analysis import phrases
 from hpclab.core.errors import HpclabError
 
 # The labels of the hybrid MPI+OpenMP pitfall's cases (hpclab.course.lesson_placement.PITFALL_CASES
@@ -25,36 +27,125 @@ def pitfall_split(summary_table: pd.DataFrame, pitfall: str = PITFALL, fix: str 
                   pitfall_yield: str = PITFALL_YIELD, fix_yield: str = FIX_YIELD) -> dict:
     """Which part of the pitfall's loss is the shared core and which the busy-polling barrier?
 
-    summary_table: summary() of runs of the four cases (medians). Returns fractions of the
-    fix's median whole-job bandwidth: lost (pitfall vs fix), lost_sharing (pitfall with
-    yielding vs fix with yielding: one core doing two ranks' work), lost_polling (the rest,
-    lost - lost_sharing: the core spent spinning in MPI_Barrier), and polling_factor (how many
-    times slower the pitfall is than the same placement with yielding)."""
+    summary_table: summary() of runs of the four cases (medians). The two effects multiply (the
+    barrier slows down what the shared core leaves), so they are factors, never shares of a sum:
+    total_factor = fix / pitfall; sharing_factor = fix with yielding / pitfall with yielding (one
+    core doing two ranks' work, measured with mpi_yield_when_idle=1); polling_factor = pitfall
+    with yielding / pitfall (the core spent spinning in MPI_Barrier); yield_factor = fix / fix
+    with yielding (what yielding changes where no core is shared; 1 when it changes nothing).
+    total_factor = yield_factor x sharing_factor x polling_factor exactly. Also lost (1 - pitfall /
+    fix) and lost_sharing (1 - pitfall with yielding / fix with yielding), fractions."""
     med = summary_table["job_mb_s_median"]
-    lost = 1 - med[pitfall] / med[fix]
-    sharing = 1 - med[pitfall_yield] / med[fix_yield]
-    return {"lost": float(lost), "lost_sharing": float(sharing), "lost_polling": float(lost - sharing),
-            "polling_factor": float(med[pitfall_yield] / med[pitfall])}
+    return {"lost": float(1 - med[pitfall] / med[fix]),
+            "lost_sharing": float(1 - med[pitfall_yield] / med[fix_yield]),
+            "total_factor": float(med[fix] / med[pitfall]),
+            "sharing_factor": float(med[fix_yield] / med[pitfall_yield]),
+            "polling_factor": float(med[pitfall_yield] / med[pitfall]),
+            "yield_factor": float(med[fix] / med[fix_yield])}
 
 
-def pitfall_fidelity(summary_table: pd.DataFrame) -> dict:
-    """The fidelity row "hybrid-pitfall": the seed's claim (default binding + several ranks +
-    binding OpenMP put every rank's threads on the same hardware threads, a massive load
-    imbalance; --cpu-bind=cores fixes it) against ours, from summary() of PITFALL_CASES[:2] and
-    YIELD_CASES runs. Returns seed, here, reproduced, why (the arguments of
-    hpclab.course.fidelity.make_row("hybrid-pitfall", ...)), and pitfall_split()'s numbers."""
-    sp = pitfall_split(summary_table)
-    return {"seed": "ranks' OpenMP threads bound to the same hardware threads: 'massive load imbalance'; "
-                    "fix: --cpu-bind=cores (Placement 2018, quoted, no figure)",
-            "here": (f"pitfall loses {sp['lost']:.0%} of the fix's bandwidth; with mpi_yield_when_idle=1 "
-                     f"it loses {sp['lost_sharing']:.0%} (the shared core), the other "
-                     f"{sp['lost_polling']:.0%} is busy-polling in MPI_Barrier"),
-            "reproduced": "yes" if sp["lost"] > 0.3 else "partly",
-            "why": (f"same mechanism (one mask, one binding decision, every rank on one core); the loss "
-                    f"multiplies the shared core ({1 / (1 - sp['lost_sharing']):.1f}x slower, measured with "
-                    f"mpi_yield_when_idle=1) and Open MPI busy-polling in the barrier while the other rank "
-                    f"waits for the core ({sp['polling_factor']:.0f}x more)"),
-            **sp}
+def comparison(rates: pd.DataFrame, a: str, b: str, *, a_name: str | None = None, b_name: str | None = None,
+               function: str = "Triad") -> phrases.Comparison:
+    """The whole-job bandwidths of the runs of case a against those of case b (job_rates() rows),
+    as a phrases.Comparison (higher is better): its sentence says 'beyond the spread' only with
+    >= 3 runs per side whose ranges do not overlap."""
+    values = {}
+    for label in (a, b):
+        r = rates[rates["label"] == label]
+        if r.empty:
+            raise HpclabError(f"no runs of case {label!r}", f"cases present: {sorted(set(rates['label']))}")
+        values[label] = r["job_mb_s"].tolist()
+    return phrases.compare(values[a], values[b], a_name=a_name or a, b_name=b_name or b,
+                           quantity=f"whole-job {function} bandwidth", unit="MB/s", lower_is_better=False)
+
+
+def pitfall_text(rates: pd.DataFrame) -> str:
+    """What the four pitfall cases' runs (job_rates() rows of PITFALL, FIX, PITFALL_YIELD and
+    FIX_YIELD) show, in sentences built from their numbers: each comparison with its spread, then
+    the loss as factors that multiply."""
+    total = comparison(rates, FIX, PITFALL, a_name="fix 1", b_name="the pitfall")
+    sharing = comparison(rates, FIX_YIELD, PITFALL_YIELD, a_name="fix 1 with yielding",
+                         b_name="the pitfall with yielding")
+    polling = comparison(rates, PITFALL_YIELD, PITFALL, a_name="the pitfall with yielding", b_name="the pitfall")
+    sp = pitfall_split(summary(rates))
+    parts = {"the shared core": sp["sharing_factor"], "busy-polling in the barrier": sp["polling_factor"]}
+    if abs(sp["yield_factor"] - 1) > 0.02:
+        parts["yielding itself, on disjoint cores"] = sp["yield_factor"]
+    lines = [f"- All in: {total.sentence()}",
+             f"- The shared core alone (both sides yield): {sharing.sentence()}",
+             f"- Busy-polling (same placement, with and without yielding): {polling.sentence()}",
+             f"- As factors of the medians: {phrases.factors(sp['total_factor'], parts, what='between fix 1 and the pitfall')}."]
+    return "\n".join(lines)
+
+
+def pitfall_fidelity(rates: pd.DataFrame, cache_rates: pd.DataFrame | None = None, array_mb: float | None = None) -> dict:
+    """The fidelity row "hybrid-pitfall": the seed's claim (several ranks whose OpenMP threads are
+    bound to the same hardware threads lose most of their performance; --cpu-bind=cores fixes it)
+    against ours.
+
+    rates: job_rates() of PITFALL and FIX runs on memory-resident arrays (what the seed measured:
+    STREAM's memory bandwidth); cache_rates: optionally job_rates() of the four pitfall cases on
+    in-cache arrays (pitfall_split's factors are then named in `here`); array_mb: MB of the three
+    arrays of one rank, for the text. 'yes' needs fix 1 beyond the spread of the pitfall (>= 3 runs
+    per side, ranges apart) and at least half of the bandwidth lost ('most'); a smaller measured
+    loss is 'partly'; no measured difference, or a faster pitfall, is 'no'. Returns here,
+    reproduced, why, evidence, beyond_spread, lost and the Comparison's numbers."""
+    cmp = comparison(rates, FIX, PITFALL, a_name="fix 1", b_name="the pitfall")
+    lost = 1 - cmp.b.median / cmp.a.median
+    pit = rates[rates["label"] == PITFALL]
+    shared = f"{int(pit['shared_cpu'].sum())} of {len(pit)} pitfall runs reported both ranks' threads on one CPU"
+    size = f"{array_mb:,.0f} MB of arrays per rank, " if array_mb else ""
+    here = f"memory-resident STREAM ({size}>= 4x the last-level cache): {cmp.sentence()}"
+    if not cmp.enough_runs:
+        verdict, why = "not shown", f"fewer than {phrases.MIN_RUNS} runs per side: {shared}"
+    elif cmp.winner == "fix 1" and lost >= 0.5:
+        verdict, why = "yes", (f"the pitfall lost {phrases.pct(lost)} of fix 1's bandwidth, beyond the spread; {shared}: "
+                               "one mask, one binding decision per runtime, every rank on one core")
+    elif cmp.winner == "fix 1":
+        verdict, why = "partly", (f"the pitfall lost {phrases.pct(lost)} of fix 1's bandwidth, beyond the spread but "
+                                  f"less than the 'most' of the claim; {shared}; on memory-resident arrays the shared "
+                                  "core keeps the share of the memory bandwidth one core can draw")
+    else:
+        verdict, why = "no", (f"no loss beyond the spread on memory-resident arrays ({shared}): here one core draws "
+                              "about as much memory bandwidth as two")
+    if cache_rates is not None:
+        try:
+            sp = pitfall_split(summary(cache_rates))
+            here += (" In cache (arrays inside the last-level cache, a barrier after each short repetition): "
+                     + phrases.factors(sp["total_factor"], {"the shared core": sp["sharing_factor"],
+                                                            "busy-polling in the barrier": sp["polling_factor"]},
+                                       what="between fix 1 and the pitfall") + ".")
+        except KeyError:
+            pass
+    return {"here": here, "reproduced": verdict, "why": why, "evidence": "measured",
+            "beyond_spread": cmp.beyond_spread, "lost": float(lost),
+            "fix_mb_s": cmp.a.median, "pitfall_mb_s": cmp.b.median}
+
+
+def numa_fidelity(rates: pd.DataFrame, local: str, remote: str) -> dict:
+    """The fidelity row "numa" from one-rank STREAM runs with memory bound to the local and to a
+    remote NUMA node (job_rates() rows of the two cases `local` and `remote`, labels of
+    hpclab.course.lesson_placement.numa_cases). 'yes' when local memory gives a higher bandwidth
+    beyond the spread (>= 3 runs per side); 'no' when not; 'not shown' with fewer runs."""
+    cmp = comparison(rates, local, remote, a_name="local memory", b_name="remote memory")
+    gain = cmp.a.median / cmp.b.median - 1
+    if not cmp.enough_runs:
+        verdict, why = "not shown", f"fewer than {phrases.MIN_RUNS} runs per side"
+    elif cmp.winner == "local memory":
+        verdict, why = "yes", (f"local memory gave {phrases.pct(gain)} more bandwidth than remote, beyond the spread "
+                               "(the seed: about 60 %); remote reads cross the link between the NUMA nodes")
+    else:
+        verdict, why = "no", "no difference beyond the spread between local and remote memory on this node"
+    return {"here": cmp.sentence(), "reproduced": verdict, "why": why, "evidence": "measured",
+            "beyond_spread": cmp.beyond_spread, "local_gain": float(gain)}
+
+
+def binding_text(rates: pd.DataFrame, a: str, b: str) -> str:
+    """Does binding case a beat case b on these runs? The Comparison's sentence, plus how many of
+    a's runs reported two ranks or threads on one CPU (job_rates() rows of both cases)."""
+    cmp = comparison(rates, a, b)
+    ra = rates[rates["label"] == a]
+    return f"{cmp.sentence()} In {int(ra['shared_cpu'].sum())} of {len(ra)} runs of {a}, two threads reported one CPU."
 
 
 def threads_per_cpu(result: dict) -> dict[int, int]:
@@ -76,8 +167,9 @@ def shared_cpu(result: dict) -> bool:
 
 
 def job_rates(runs, function: str = "Triad") -> pd.DataFrame:
-    """One row per run: label, run_id, the whole job's best rate (MB/s, all ranks together, timed
-    until the slowest rank finished), where each rank's threads ran (cpus_used: rank -> sorted
+    """One row per run: label, run_id, the whole job's best rate (job_mb_s, MB/s, all ranks
+    together, timed until the slowest rank finished), rank_sum_mb_s (the sum of each rank's own
+    best rate: not a job's rate, since each rank may have been timed while another waited), where each rank's threads ran (cpus_used: rank -> sorted
     CPUs; allowed: rank -> its mask), threads_per_cpu (cpu -> threads seen there) and shared_cpu
     (two threads, of one rank or two, on one CPU: shared_cpu())."""
     rows = []
@@ -86,7 +178,9 @@ def job_rates(runs, function: str = "Triad") -> pd.DataFrame:
         rate = result["results"]["kernels"][function]["best_mb_s"]
         cpus = {p["rank"]: sorted({t["cpu"] for t in p.get("threads", [])} or {p["cpu"]}) for p in result["placement"]}
         allowed = {p["rank"]: p["allowed"] for p in result["placement"]}
-        rows.append({"label": run.spec.label, "run_id": run.run_id, "job_mb_s": rate,
+        per_rank = result["results"].get("per_rank") or []
+        rank_sum = sum(float(r[function]) for r in per_rank) if per_rank else float("nan")
+        rows.append({"label": run.spec.label, "run_id": run.run_id, "job_mb_s": rate, "rank_sum_mb_s": rank_sum,
                      "cpus_used": cpus, "allowed": allowed, "threads_per_cpu": threads_per_cpu(result),
                      "shared_cpu": shared_cpu(result)})
     return pd.DataFrame(rows)
@@ -121,13 +215,7 @@ def compare_cases(rates: pd.DataFrame, a: str, b: str) -> dict:
     out["ratio"] = out["median_a"] / out["median_b"]
     (lo_a, hi_a), (lo_b, hi_b) = out["range_a"], out["range_b"]
     out["overlap"] = lo_a <= hi_b and lo_b <= hi_a
-    if out["overlap"]:
-        out["verdict"] = (f"no winner: the medians differ by {abs(out['ratio'] - 1):.1%}, inside the spread of the runs")
-    else:
-        out["verdict"] = f"{a if out['ratio'] > 1 else b} is faster in every run"
-    fewest = min(out["runs_a"], out["runs_b"])
-    if fewest < 5:
-        out["verdict"] += f" (but only {fewest} run(s) of one case: too few to call on a shared machine)"
+    out["verdict"] = comparison(rates, a, b).sentence()
     return out
 
 

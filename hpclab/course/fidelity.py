@@ -30,6 +30,7 @@ from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.analysis import transports
 from hpclab.course import lesson_transports
+from hpclab.course import lesson_placement, sizing
 from hpclab.analysis import placement
 from hpclab.analysis import roofline as roof
 from hpclab.core import seedfacts
@@ -279,15 +280,25 @@ def component_selection(table) -> Row:
     return make_row("component-selection", here, verdict, why, _run_ids(table, labels=checked))
 
 
-def numa(topology) -> Row:
-    """From notebook 03's topology (hpclab.site.topology): can this machine show local vs remote memory?
-    With one NUMA node it cannot, and the row says so; with more, notebook 03 measures it."""
-    nodes = len(topology.numa_nodes)
-    if nodes < 2:
-        return make_row("numa", f"{nodes} NUMA node (hwloc)", "not shown",
-                        "this machine has a single NUMA node, so there is no remote memory to measure")
-    return make_row("numa", f"{nodes} NUMA nodes (hwloc)", "not shown",
-                    "the local vs remote measurement is not yet recorded here")
+def numa(node, rates=None, runs=()) -> Row:
+    """From notebook 03: local against remote memory. node: the node's LessonPlan
+    (hpclab.course.sizing.plan) or its hwloc Topology; rates: job_rates() of the runs of
+    hpclab.course.lesson_placement.numa_cases (None when not run). With one NUMA node there is
+    no remote memory, and the row says which case this node is in; with several, the verdict
+    comes from the measured runs (placement.numa_fidelity: 'yes' only beyond the spread)."""
+    plan = node if isinstance(node, sizing.LessonPlan) else sizing.plan(node)
+    if not plan.numa_measurable:
+        return make_row("numa", f"{plan.numa_nodes} NUMA node (hwloc): {plan.case}", "not shown",
+                        "this node has a single NUMA node, so there is no remote memory to measure")
+    if rates is None or len(rates) == 0:
+        return make_row("numa", f"{plan.numa_nodes} NUMA nodes (hwloc)", "not shown",
+                        "the local vs remote runs were not made", runs)
+    local, remote = (c.label for c in lesson_placement.numa_cases(plan))
+    try:
+        verdict = placement.numa_fidelity(rates, local, remote)
+    except (KeyError, HpclabError) as e:
+        return make_row("numa", "-", "not shown", f"the local/remote runs are incomplete ({e})", runs)
+    return from_verdict("numa", verdict, runs)
 
 
 def hotspots(profile) -> Row:
@@ -365,11 +376,14 @@ def frame(rows) -> "pd.DataFrame":
                          for r in rows]).set_index("claim")
 
 
-def hybrid_pitfall(summary_table, runs=()) -> Row:
-    """From notebook 03's pitfall and yielding runs (hpclab.analysis.placement.summary of both sets)."""
+def hybrid_pitfall(rates, runs=(), cache_rates=None, array_mb=None) -> Row:
+    """From notebook 03's pitfall runs: rates, job_rates() of the pitfall and fix 1 on
+    memory-resident arrays (>= 3 runs each); cache_rates, optionally job_rates() of the four
+    pitfall cases in cache (their factors go into `here`); array_mb: one rank's arrays in MB.
+    The verdict is placement.pitfall_fidelity's ('yes' only beyond the spread)."""
 
     try:
-        verdict = placement.pitfall_fidelity(summary_table)
+        verdict = placement.pitfall_fidelity(rates, cache_rates, array_mb)
     except (KeyError, HpclabError) as e:
         return make_row("hybrid-pitfall", "-", "not shown", f"the pitfall runs are incomplete ({e})", runs)
     return from_verdict("hybrid-pitfall", verdict, runs)

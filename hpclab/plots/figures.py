@@ -219,6 +219,50 @@ def stream_bandwidth(table: pd.DataFrame, by: str | None = None, function: str =
     return fig
 
 
+def job_bandwidth(rates: pd.DataFrame, order: list[str] | None = None, title: str = "",
+                  function: str = "Triad", provenance=None) -> Figure:
+    """Whole-job STREAM bandwidth per case, the number a job really got, beside the sum of its
+    ranks' own best rates, labelled as what it is.
+
+    rates: hpclab.analysis.placement.job_rates() rows (label, run_id, job_mb_s, rank_sum_mb_s);
+    order: the cases to draw, left to right (default: as they come). For each case a solid bar is
+    the median whole-job rate over the runs, with every run drawn as a dot; a hatched bar beside it
+    is the median sum of per-rank best rates (each rank timed on its own, possibly while another
+    waited: not a rate the job achieved). A log axis when the values span more than 20x.
+    Returns a Figure."""
+    _need(rates, ["label", "job_mb_s"], "job_bandwidth")
+    order = order or list(pd.unique(rates["label"]))
+    fig = new_figure(width=max(5.5, 1.6 + 1.4 * len(order)), height=4.4)
+    ax = _styled(fig.add_subplot())
+    values = []
+    for x, label in enumerate(order):
+        r = rates[rates["label"] == label]
+        if r.empty:
+            raise HpclabError(f"no runs of case {label!r}", f"cases present: {', '.join(pd.unique(rates['label']))}")
+        job = float(r["job_mb_s"].median())
+        ax.bar(x - 0.18, job, width=0.36, color=rank_color(0), edgecolor=COLORS["bar_edge"],
+               label="whole job (median; dots: runs)" if x == 0 else None)
+        ax.plot([x - 0.18] * len(r), r["job_mb_s"], "o", color="black", ms=3)
+        ax.text(x - 0.18, job, f"{job:,.0f}", ha="center", va="bottom", fontsize=7)
+        values += list(r["job_mb_s"])
+        if "rank_sum_mb_s" in r and r["rank_sum_mb_s"].notna().any():
+            ranks = float(r["rank_sum_mb_s"].median())
+            ax.bar(x + 0.18, ranks, width=0.36, color="white", edgecolor=rank_color(1), hatch="///",
+                   label="sum of per-rank best rates (not a job rate)" if x == 0 else None)
+            ax.text(x + 0.18, ranks, f"{ranks:,.0f}", ha="center", va="bottom", fontsize=7, color=COLORS["note"])
+            values.append(ranks)
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > 20:
+        ax.set_yscale("log")
+    slanted = len(order) > 3 or max(len(str(o)) for o in order) > 14
+    ax.set_xticks(range(len(order)), [str(o) for o in order], rotation=20 if slanted else 0,
+                  ha="right" if slanted else "center", fontsize=7)
+    ax.set(ylabel=f"{function} bandwidth [MB/s, 10^6 B/s]", title=title or f"STREAM {function}: whole-job bandwidth per case")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    footnote(fig, provenance if provenance is not None else provenance_of(rates))
+    return fig
+
+
 # ----------------------------------------------------------------------------------------------
 # Scaling: speedup and efficiency against the ideal
 # ----------------------------------------------------------------------------------------------
