@@ -150,12 +150,12 @@ def ideal_model(eager: int | None = None, inter_eager: int | None = None):
                         inter_eager_limit=inter_eager)
 
 
-def analyse(runs, eager: int | None = None, model=None) -> list[Analysed]:
+def analyse(runs, eager: int | None = None, model=None, inter_eager: int | None = None) -> list[Analysed]:
     """Load each run's trace (hpclab.trace.load.load_run), replay it on the ideal network (with
-    the eager limit `eager` in bytes, see ideal_model) and split it (hpclab.trace.split): five
-    parts with `model` (the machine's fitted NetworkModel, pingpong_model), four without.
-    runs: experiment.Run objects of traced Poisson specs."""
-    ideal_net = ideal_model(eager)
+    the eager limit `eager` in bytes, `inter_eager` between nodes, see ideal_model) and split it
+    (hpclab.trace.split): five parts with `model` (the machine's fitted NetworkModel,
+    pingpong_model), four without. runs: experiment.Run objects of traced Poisson specs."""
+    ideal_net = ideal_model(eager, inter_eager)
     out = []
     for r in runs:
         tr = load_run(r.path)
@@ -605,3 +605,155 @@ def mapping_counts(runs, layouts: dict[str, list[int]], px: int, py: int, iterat
             "inter-node MB": per_node.off_diagonal("volume") / 1e6,
             "ms per iteration": tsplit.run_time(trace) * 1e-6 / iterations})
     return pd.DataFrame(rows)
+
+
+# --- the split measured with a core per rank: sentences from the numbers --------------------------
+
+SPLIT_NAMES = {"T_comp": "compute", "T_transfer": "transfer", "T_load": "load imbalance", "T_depend": "dependency",
+               "T_rest": "rest"}
+REST_LIMIT = 0.10  # the rest a clean measured split leaves: at most this share of T_real
+
+
+def split_shares(table: pd.DataFrame) -> pd.DataFrame:
+    """Each run's five parts (split_table rows) as shares of its T_real, with its label and
+    repetition: one row per run."""
+    shares = table[list(SPLIT_NAMES)].div(table["T_real"], axis=0).rename(columns=SPLIT_NAMES)
+    return pd.concat([table[["label", "repetition"]], shares], axis=1)
+
+
+def split_report(table: pd.DataFrame, label: str, unit: str = "ms per iteration") -> str:
+    """Markdown sentences on one configuration's measured split (split_table rows of `label`),
+    built from the numbers: what leads in each run (hpclab.analysis.phrases.dominant), whether
+    compute and transfer are the two largest parts in every run, and the rest against
+    REST_LIMIT of T_real, with its range over the runs."""
+    from hpclab.analysis import phrases
+
+    rows = table[table["label"] == label]
+    if rows.empty:
+        raise HpclabError(f"no run labelled {label!r} in the table", f"labels: {', '.join(map(str, table['label'].unique()))}")
+    shares = split_shares(rows)
+    parts = list(SPLIT_NAMES.values())
+    lines = []
+    for _, r in shares.iterrows():
+        top2 = r[parts].astype(float).nlargest(2).index.tolist()
+        lines.append(f"- run {int(r['repetition'])}: {phrases.dominant({k: float(r[k]) for k in parts}, whole=1.0)}; "
+                     f"the two largest parts are {top2[0]} and {top2[1]}")
+    lead = [set(r[parts].astype(float).nlargest(2).index) == {"compute", "transfer"} for _, r in shares.iterrows()]
+    rest = phrases.Spread.of(shares["rest"] * 100)
+    t_real = phrases.Spread.of(rows["T_real"])
+    verdict = (f"Compute and transfer are the two largest parts in all {len(lead)} runs." if all(lead) else
+               f"Compute and transfer are the two largest parts in {sum(lead)} of {len(lead)} runs.")
+    rest_text = (f"The rest is {rest.text('%', 2)} of T_real: "
+                 + ("at most 10 % in every run, so the replay explains the measured time."
+                    if rest.max <= REST_LIMIT * 100 else
+                    "above 10 % in some run, so part of the measured time is not explained by the replay "
+                    "(noise from other work on this machine, or a model that does not fit)."))
+    return (f"**{label}**, T_real {t_real.text(unit)}.\n\n" + "\n".join(lines) + f"\n\n{verdict} {rest_text}")
+
+
+def exchange_report(table: pd.DataFrame, unit: str = "ms per iteration") -> str:
+    """Markdown: the naive against the non-blocking exchange, measured (T_real) and in the
+    transfer part, each with hpclab.analysis.phrases.compare (rows of dependency_table: columns
+    exchange, T_real, T_transfer, T_depend)."""
+    from hpclab.analysis import phrases
+
+    nv, nb = table[table["exchange"] == "naive"], table[table["exchange"] == "nonblocking"]
+    if nv.empty or nb.empty:
+        raise HpclabError("the table needs naive and nonblocking runs", "pass dependency_table of both exchanges")
+    out = []
+    for col, what in (("T_real", "measured run time (T_real)"), ("T_transfer", "transfer part"),
+                      ("T_depend", "dependency part")):
+        c = phrases.compare(list(nv[col]), list(nb[col]), a_name="the naive exchange", b_name="the non-blocking one",
+                            quantity=what, unit=unit)
+        out.append(f"- {c.sentence()}")
+    return "\n".join(out)
+
+
+def inter_eager_limit(link_sources: pd.DataFrame, tcp_eager: int) -> tuple[int, str]:
+    """The eager limit (bytes) the model gives its inter-node link, and where it comes from
+    (link_sources: the table link_rows returns). A link measured between this cluster's nodes runs
+    Open MPI's TCP BTL: `tcp_eager` (btl_tcp_eager_limit). The quoted 2019 InfiniBand link ran
+    pml/ucx, whose rendezvous threshold is UCX's own (UCX_RNDV_THRESH, chosen by UCX at run time),
+    not any BTL's; the model gives it the 256 KiB of the 2014 study's Intel MPI
+    (I_MPI_EAGER_THRESHOLD), the limit under which the study's halos travelled."""
+    if str(link_sources.loc["inter-node", "source"]).startswith("measured"):
+        return int(tcp_eager), "btl_tcp_eager_limit (Open MPI's TCP between nodes)"
+    return (int(seedfacts.INTEL_MPI_EAGER_THRESHOLD),
+            "I_MPI_EAGER_THRESHOLD of the 2014 study's Intel MPI (UCX sets its own, UCX_RNDV_THRESH)")
+
+
+def collective_wait_report(waits: pd.DataFrame, splits: dict, iterations: dict) -> str:
+    """Markdown, one line per run: the waiting in MPI_Allreduce (Wait at NxN, from the rows of
+    hpclab.trace.waitstates.by_callsite with a column `run` and `total_ns`) per iteration, beside
+    the run's load imbalance and rest (its Split) per iteration, and which of the two can account
+    for it. splits: {run label: Split}; iterations: {run label: solver iterations}."""
+    lines = []
+    for label, s in splits.items():
+        it = iterations[label]
+        sub = waits[(waits["run"] == label) & waits["callsite"].astype(str).str.contains("MPI_Allreduce")]
+        wait = float(sub["total_ns"].sum()) / s.nranks / it / 1e6
+        load, rest = s.T_load / it / 1e6, s.T_rest / it / 1e6
+        if wait <= 0:
+            lines.append(f"- {label}: no waiting in the Allreduce was found.")
+            continue
+        if load >= 0.5 * wait:
+            why = "the load imbalance is of the same size or larger: the ranks with less work wait there for the slowest"
+        elif rest >= 0.5 * wait:
+            why = ("the load imbalance is far smaller, the rest is not: most of this wait is ranks arriving late "
+                   "because they were switched out, not unequal work")
+        else:
+            why = ("neither the load imbalance nor the rest is that large: the wait comes from arrival delays the "
+                   "exchanges before it pass along (dependency and transfer)")
+        lines.append(f"- {label}: {wait:.4f} ms per rank and iteration waiting in the Allreduce; load imbalance "
+                     f"{load:.4f} ms, rest {rest:.4f} ms per iteration: {why}.")
+    return "\n".join(lines)
+
+
+def eager_send_report(trace, window: tuple[int, int], eager: int) -> str:
+    """One sentence on the blocking MPI_Send calls of `trace` (a measured trace with CPU times)
+    inside `window` (ns) whose message is at most `eager` bytes: their median wall time and the
+    median CPU time the rank got inside them. An eager send only copies its message out; when its
+    wall time is much longer than its CPU time, the rank was switched out (descheduled) during it."""
+    from hpclab.analysis import phrases
+
+    ev = trace.events
+    sel = ev[(ev["call"] == "MPI_Send") & (ev["bytes"] <= eager) & (ev["peer"] >= 0)
+             & (ev["t_enter"] >= window[0]) & (ev["t_exit"] <= window[1])]
+    if sel.empty:
+        return "No eager MPI_Send call falls inside this window."
+    wall = (sel["t_exit"] - sel["t_enter"]) / 1e3
+    n = len(sel)
+
+    def span(v):
+        sp = phrases.Spread.of(v)
+        return f"{sp.median:.1f} us" + (f" (median; {sp.min:.1f}-{sp.max:.1f})" if n > 1 else "")
+
+    if "cpu_enter" not in sel or (sel["cpu_enter"] < 0).any():
+        return f"{n} eager MPI_Send call(s) in this window last {span(wall)} (no CPU times recorded)."
+    cpu = (sel["cpu_exit"] - sel["cpu_enter"]) / 1e3
+    w, c = phrases.Spread.of(wall), phrases.Spread.of(cpu)
+    off = 1 - c.median / w.median if w.median > 0 else 0.0
+    return (f"{n} eager MPI_Send call(s) (at most {eager} bytes) in this window last {span(wall)} of wall time, "
+            f"of which the rank ran {span(cpu)}: for {off * 100:.0f} % of the median call it was switched out "
+            "(descheduled), not sending.")
+
+
+def simulated_report(sim_table: pd.DataFrame, a: str, b: str) -> str:
+    """One sentence on two simulated cases of simulated_table (rows a and b): their iteration
+    times, and which is shorter and by how much. A simulation is deterministic (one value per
+    case, no spread), and the sentence says it is a simulation."""
+    ta, tb = float(sim_table.loc[a, "T_real"]), float(sim_table.loc[b, "T_real"])
+    if ta == tb:
+        return f"In the simulation, {a} and {b} take the same time per iteration ({ta:.4f} ms)."
+    faster, slower = (a, b) if ta < tb else (b, a)
+    tf, ts = min(ta, tb), max(ta, tb)
+    return (f"In the simulation, {faster} takes {tf:.4f} ms per iteration and {slower} {ts:.4f} ms: "
+            f"{slower} is {(ts / tf - 1) * 100:.0f} % slower (one simulated run each, no spread: a model's output).")
+
+
+def simulated_ranking(sim_table: pd.DataFrame, cases) -> str:
+    """The simulated cases `cases` (rows of simulated_table), shortest iteration first, as one
+    sentence with their ms per iteration."""
+    t = sim_table.loc[list(cases), "T_real"].astype(float).sort_values()
+    return ("Simulated time per iteration, shortest first: "
+            + ", ".join(f"{label} {v:.4f} ms" for label, v in t.items()) + ".")

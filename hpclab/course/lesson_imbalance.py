@@ -218,3 +218,123 @@ def measure_mapping(px: int = 2, py: int = 4, nodes: int = 2, *, link: str = "1g
         layouts, specs = mapping_specs(px, py, report.nodes, n=n, iters=iters, repetitions=repetitions)
         runs = exp.run_again_if_startup_crashed(specs, timeout=900, progress=progress)
     return mapping_counts(runs, layouts, px, py, iters)
+
+
+# --- the split measured with a core per rank ------------------------------------------------------
+
+DEDICATED_EXPERIMENT = "05-dedicated"
+
+
+@dataclass(frozen=True)
+class Dedicated:
+    """How notebook 05 measures its split with a core per rank on this machine (dedicated_setup).
+
+    where: "node" (the node's own cores), "vnodes" (one-core virtual nodes joined by `link`) or
+    "none" (a single core: nothing gives two ranks a core each). ranks: the ranks, a chain along
+    x (grid 'Px1'); shape 'NXxNY': the NX rows are split over the ranks, the first rank along x
+    taking `heavy` times the rows of each other (poisson --heavy: the load imbalance), and each
+    halo message is a row of NY doubles, at least twice `eager` (the eager limit in bytes of the
+    link the halos cross), so the naive exchange's blocking sends wait for their receives (the
+    chain). case: one sentence saying which case this is."""
+
+    where: str
+    ranks: int
+    grid: str
+    shape: str
+    heavy: float
+    eager: int
+    link: str
+    case: str
+
+    @property
+    def message_bytes(self) -> int:
+        return 8 * int(self.shape.split("x")[1])
+
+    def label(self, exchange: str) -> str:
+        return f"{self.grid}, rank 0 x{self.heavy:g} rows, {exchange}"
+
+
+def node_plan():
+    """The lessons' sizes on this machine: hpclab.course.sizing.plan of hwloc's topology."""
+    from hpclab.course import sizing
+    from hpclab.site import topology
+
+    return sizing.plan(topology.from_lstopo())
+
+
+def dedicated_setup(plan, *, eager_shm: int, eager_tcp: int, heavy: float = 2.0, rows: int | None = None,
+                    link: str = "1g") -> Dedicated:
+    """Where and how to measure the split with a core per rank, from a LessonPlan
+    (hpclab.course.sizing.plan): on the node itself with plan.imbalance_ranks ranks when they each
+    get a core (imbalance_dedicated), else on plan.vnodes one-core virtual nodes joined by `link`
+    (1 Gb/s by default: a network whose transfer time is of the order of the compute), one rank
+    each. eager_shm, eager_tcp: the eager limits (bytes) of shared memory and TCP
+    (hpclab.site.ompi.eager_limit). rows: rows of each light rank (default 40 between nodes, 8
+    inside a node, where a message costs far less). Raises HpclabError for heavy < 1."""
+    if heavy < 1:
+        raise HpclabError(f"heavy = {heavy}: the first rank's share of rows must be at least 1", "use 1 (even) or more")
+    if plan.imbalance_dedicated:
+        where, ranks, eager, link_used = "node", plan.imbalance_ranks, eager_shm, ""
+        rows = rows or 8
+        case = (f"this node has {plan.cores} cores: {ranks} ranks get a core each on the node itself, and the halos "
+                f"travel through shared memory")
+    elif plan.vnodes >= 2:
+        where, ranks, eager, link_used = "vnodes", plan.vnodes, eager_tcp, link
+        rows = rows or 40
+        case = (f"this node has {plan.cores} cores, fewer than the lesson's {plan.imbalance_ranks} ranks: the split "
+                f"with a core per rank is measured on {ranks} virtual nodes of one core each, one rank per node, "
+                f"joined by a {link} link")
+    else:
+        return Dedicated("none", 0, "", "", heavy, 0, "",
+                         f"this node has {plan.cores} core(s): no configuration gives two ranks a core each")
+    ny = 64 * math.ceil(2 * eager / 8 / 64)
+    nx = round(rows * (heavy + ranks - 1))
+    return Dedicated(where, ranks, f"{ranks}x1", f"{nx}x{ny}", heavy, eager, link_used, case)
+
+
+def dedicated_specs(d: Dedicated, *, iters: int, repetitions: int, experiment: str = DEDICATED_EXPERIMENT) -> list:
+    """The runs of the dedicated-core split: a pingpong for the network model (between two nodes,
+    or inside the node; up to 4x the halo message) and the traced Poisson run with the naive and
+    with the non-blocking exchange, each `repetitions` times. The pingpong comes first."""
+    if d.where == "none":
+        raise HpclabError(d.case, "run notebook 05 on a machine with at least 2 cores")
+    across = d.where == "vnodes"
+    pp = spec.make_spec(kernel="pingpong", ntasks=2, nodes=2 if across else 1, ntasks_per_node=1 if across else None,
+                        args={"max_bytes": 4 * d.message_bytes}, label="model fit: dedicated", experiment=experiment)
+    out = [pp]
+    for exchange in ("naive", "nonblocking"):
+        out.append(spec.make_spec(
+            kernel="poisson", ntasks=d.ranks, nodes=d.ranks if across else 1, ntasks_per_node=1 if across else None,
+            trace=True, label=d.label(exchange),
+            args={"shape": d.shape, "grid": d.grid, "exchange": exchange, "iters": iters, "heavy": d.heavy},
+            repetitions=repetitions, experiment=experiment))
+    return out
+
+
+def measure_dedicated(d: Dedicated, *, iters: int, repetitions: int, progress: bool = True,
+                      timeout: float = 900) -> tuple[object, list]:
+    """Run dedicated_specs: on virtual nodes (hpclab.site.multinode; the single-node cluster is
+    back afterwards) or on the node. Returns (the pingpong run, the traced Poisson runs)."""
+    specs = dedicated_specs(d, iters=iters, repetitions=repetitions)
+    if d.where == "vnodes":
+        with multinode.virtual_nodes(d.ranks, link=d.link, cpus_per_node=1):
+            runs = exp.run_again_if_startup_crashed(specs, timeout=timeout, progress=progress)
+    else:
+        runs = exp.run(specs, progress=progress, timeout=timeout)
+    pp = next(r for r in runs if r.spec.kernel == "pingpong")
+    return pp, [r for r in runs if r.spec.kernel == "poisson"]
+
+
+def dedicated_model(d: Dedicated, pingpong, *, eager_shm: int, eager_tcp: int):
+    """The network model of the dedicated-core runs, fitted to their pingpong (between the two
+    nodes, or inside the node) up to 4x the halo message: (model, table of where each link and
+    the inter-node eager limit come from)."""
+    from hpclab.analysis.imbalance import inter_eager_limit, link_rows, pingpong_model
+
+    pingpongs = {"intra": None, "inter": pingpong} if d.where == "vnodes" else {"intra": pingpong, "inter": None}
+    intra, inter, sources = link_rows(pingpongs)
+    inter_eager, why = inter_eager_limit(sources, eager_tcp)
+    model = pingpong_model(intra, inter_rows=inter, eager=eager_shm, inter_eager=inter_eager,
+                           max_bytes=4 * d.message_bytes, name="fitted (dedicated cores)")
+    sources = sources.assign(eager_limit_from=["btl shared memory eager limit (ompi_info)", why])
+    return model, sources

@@ -47,14 +47,18 @@ def imbalance_figure(splits: dict, unit: float = 1e-9, unit_name: str = "s"):
     return fig
 
 
-def heatmap_figure(mm: MessageMatrix, what: str = "volume", title: str | None = None):
+def heatmap_figure(mm: MessageMatrix, what: str = "volume", title: str | None = None, *,
+                   vmax: float | None = None, from_zero: bool = True):
     """A heat map of one quantity (volume / count / time / rate) of a message matrix
     (hpclab.trace.matrix); returns a matplotlib Figure.
 
     The colour scale spans the off-diagonal cells only. Aggregated to nodes, the diagonal is the
     traffic inside each node, often orders of magnitude above the traffic between nodes; on one
     scale it would leave every inter-node cell the same dark colour. Diagonal cells are drawn
-    grey instead, with their value written in them; empty cells stay blank."""
+    grey instead, with their value written in them; empty cells stay blank. The scale starts at 0
+    (from_zero=False: at the smallest off-diagonal cell, which makes a few per cent look stark,
+    and the colour bar then says so); vmax: its top (default the largest off-diagonal cell; give
+    two maps the same vmax to compare them)."""
     a = getattr(mm, what).astype(float)
     n = len(mm.labels)
     size = min(3.5 + 0.25 * n, 10)
@@ -63,6 +67,10 @@ def heatmap_figure(mm: MessageMatrix, what: str = "volume", title: str | None = 
     diag = np.eye(n, dtype=bool)
     shown = np.ma.masked_where(~(a > 0) | diag, a)
     lim = (float(shown.min()), float(shown.max())) if shown.count() else (None, None)
+    if from_zero and lim[0] is not None:
+        lim = (0.0, lim[1])
+    if vmax is not None:
+        lim = (lim[0] if lim[0] is not None else 0.0, float(vmax))
     im = ax.imshow(shown, cmap=CMAPS["matrix"], interpolation="nearest", vmin=lim[0], vmax=lim[1])
     on_diag = np.ma.masked_where(~diag | ~(a > 0), np.ones_like(a))
     ax.imshow(on_diag, cmap=CMAPS["off_scale"], vmin=0, vmax=4, interpolation="nearest")
@@ -70,8 +78,8 @@ def heatmap_figure(mm: MessageMatrix, what: str = "volume", title: str | None = 
         for k in np.flatnonzero(np.diag(a) > 0):
             ax.text(k, k, f"{a[k, k]:.3g}", ha="center", va="center", fontsize="x-small")
     units = {"volume": "bytes", "count": "messages", "time": "ns", "rate": "bytes/s"}
-    fig.colorbar(im, ax=ax, label=f"{what} ({units.get(what, '')}), off-diagonal cells\n"
-                 "diagonal (grey): value written, not on this scale")
+    fig.colorbar(im, ax=ax, label=f"{what} ({units.get(what, '')}), off-diagonal cells"
+                 + ("" if from_zero else ", scale NOT from 0") + "\ndiagonal (grey): value written, not on this scale")
     if n <= 32:
         ax.set_xticks(range(n), [str(x) for x in mm.labels], rotation=90, fontsize="small")
         ax.set_yticks(range(n), [str(x) for x in mm.labels], fontsize="small")
