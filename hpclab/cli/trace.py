@@ -1,4 +1,4 @@
-"""`hpclab trace RUN [--model ideal|hockney|FILE] [--compare OTHER_RUN] [--otf2 DIR]`: analyse the
+"""`hpclab trace RUN [--model ideal|hockney|FILE] [--compare OTHER_RUN] [--critical-path] [--pop [RUNS]] [--otf2 DIR]`: analyse the
 MPI trace of a run folder (or of an OTF2 archive: its anchor file, or the folder holding it).
 
 Prints the clock-condition violations the loader counted, the flat profile, the four-way split
@@ -38,6 +38,12 @@ def add_commands(subparsers) -> None:
     p.add_argument("--compare", metavar="OTHER_RUN",
                    help="a second traced run folder: print per-function ratios (OTHER_RUN / RUN) "
                         "and both splits side by side")
+    p.add_argument("--pop", nargs="*", metavar="MORE_RUNS",
+                   help="POP's efficiency table over RUN and MORE_RUNS (traced runs of one problem at "
+                        "several rank counts; none: RUN alone) instead of the full analysis")
+    p.add_argument("--critical-path", action="store_true",
+                   help="the critical path: its share per rank and region, and what 10 %% less compute "
+                        "on its leading ranks would save (replayed), drawn on the timeline")
     p.add_argument("--otf2", metavar="DIR",
                    help="write the trace as an OTF2 archive into DIR (new or empty folder) and say "
                         "how to open it; nothing is analysed")
@@ -115,6 +121,11 @@ def run_trace(args: argparse.Namespace) -> int:
     if args.otf2:
         return _export(run, load_run(run, strict=False), Path(args.otf2))
     ideal_net, note = ideal_network()
+    if args.pop is not None:
+        from hpclab.cli import trace_pop
+        figure = trace_pop.print_pop([run, *(_run_dir(r) for r in args.pop)], ideal_net, _figure_dir(run))
+        print(f"\nwrote {figure}")
+        return 0
     model = ideal_net if args.model == "ideal" else load_model(args.model)
     other = _run_dir(args.compare) if args.compare else None
     trace = load_run(run, strict=False)
@@ -163,6 +174,9 @@ def run_trace(args: argparse.Namespace) -> int:
 
     if other is not None:
         _print_comparison(run, trace, s, other, ideal_net)
+    if args.critical_path:
+        from hpclab.cli import trace_pop
+        written_path = trace_pop.print_critical_path(trace, ideal_net, _figure_dir(run))
 
     written = []
     run = _figure_dir(run)
@@ -179,6 +193,8 @@ def run_trace(args: argparse.Namespace) -> int:
     if modelled is not None:
         written.append(_save(timeline_figure(modelled, title=f"Timeline ({model.name})"), run,
                              f"trace-timeline-{model.name}.png"))
+    if args.critical_path:
+        written.append(written_path)
     print("\nwrote " + ", ".join(str(w) for w in written))
     return 0
 

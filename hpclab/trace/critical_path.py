@@ -201,6 +201,6 @@ def against_imbalance(trace: Trace, path: CriticalPath) -> dict:
     busiest = int(rt["comp_ns"].idxmax())
     on_path = path.compute_by_rank()
     leader = int(on_path.index[0]) if len(on_path) else -1
-    return {"busiest rank": busiest, "its compute ns": float(rt.loc[busiest, "comp_ns"]),
-            "path's leading rank": leader, "its compute on path ns": float(on_path.iloc[0]) if len(on_path) else 0.0,
+    return {"busiest_rank": busiest, "busiest_compute_ns": float(rt.loc[busiest, "comp_ns"]),
+            "path_leader": leader, "path_leader_compute_ns": float(on_path.iloc[0]) if len(on_path) else 0.0,
             "same": busiest == leader}

@@ -43,7 +43,7 @@ def test_an_imbalanced_allreduce_is_set_by_the_slowest_rank():
     assert comp == {3: 480}
     assert path.length_ns == pytest.approx(path.T_real) == pytest.approx(480)
     vs = cp.against_imbalance(trace, path)
-    assert vs["busiest rank"] == 3 and vs["same"]
+    assert vs["busiest_rank"] == 3 and vs["path_leader"] == 3 and vs["same"]
 
 
 def test_waiting_ranks_are_off_the_path():
