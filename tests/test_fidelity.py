@@ -10,45 +10,6 @@ import pytest
 
 from hpclab.course import fidelity
 from hpclab.core.errors import HpclabError
-from hpclab.runs.parse import parse_run
-
-RUNS = Path(__file__).parent / "data" / "runs"
-
-
-def _pingpong(label_of: dict[str, str]) -> pd.DataFrame:
-    """Recorded ping-pong runs relabelled as the selections notebook 02 would have made."""
-    parts = []
-    for folder, label in label_of.items():
-        t = parse_run(RUNS / folder, "pingpong")
-        t["label"] = label
-        parts.append(t)
-    return pd.concat(parts, ignore_index=True)
-
-
-def test_fallback_to_tcp_is_reproduced_from_the_runs():
-    """Does a vader run beside a run that ended on TCP give 'yes', with both transports and run ids?"""
-    row = fidelity.transport_fallback(_pingpong({"pingpong-vader": "default", "pingpong-tcp": "no vader"}))
-    assert row.reproduced == "yes"
-    assert "ob1/vader" in row.here and "ob1/tcp" in row.here
-    assert len(row.runs) == 2
-
-
-def test_no_fallback_when_the_transport_did_not_change():
-    """Two selections that both ran on vader: 'no', and a missing selection: 'not shown'."""
-    vader = _pingpong({"pingpong-vader": "default"})
-    both = pd.concat([vader, vader.assign(label="no vader")], ignore_index=True)
-    row = fidelity.transport_fallback(both)
-    assert row.reproduced == "no" and "same transport" in row.why
-    assert fidelity.transport_fallback(vader).reproduced == "not shown"
-
-
-def test_component_selection_checks_each_run_against_what_it_asked():
-    """Are honoured selections 'yes', and a run that reports another BTL than asked 'no'?"""
-    good = fidelity.component_selection(_pingpong({"pingpong-vader": "ob1+vader", "pingpong-tcp": "ob1+tcp"}))
-    assert good.reproduced == "yes", good
-    bad = fidelity.component_selection(_pingpong({"pingpong-vader": "ob1+tcp", "pingpong-tcp": "ob1+vader"}))
-    assert bad.reproduced == "no"
-    assert "not as asked" in bad.here
 
 
 def test_unknown_claim_and_verdict_are_refused():

@@ -28,7 +28,7 @@ from pathlib import Path
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
-from hpclab.analysis import transports
+from hpclab.analysis import phrases, transports
 from hpclab.course import lesson_transports
 from hpclab.course import lesson_placement, sizing
 from hpclab.analysis import placement
@@ -207,40 +207,44 @@ def _run_ids(table, label_col: str = "label", labels=None) -> list[str]:
     return sorted({str(r) for r in sub["run_id"]})
 
 
-def transport_fallback(table, fast: str = "default", without: str = "no vader") -> Row:
+def transport_fallback(table, fast: str = "default", without: str | None = None) -> Row:
     """From notebook 02's ping-pong table (hpclab.analysis.transports): did excluding the default fast path
-    change the transport Open MPI reported, and how much bandwidth went with it?"""
+    change the transport Open MPI reported, and did the runs lose latency (t at 0 B) or bandwidth (the
+    largest message) beyond the spread of their repetitions? without: the selection that excludes the
+    shared-memory BTL (default: this machine's, lesson_transports.without_shm_label())."""
 
+    without = without or lesson_transports.without_shm_label()
     if not {fast, without} <= set(table["label"]):
         return make_row("transport-fallback", "-", "not shown", f"the runs '{fast}' and '{without}' were not both made")
-    summary = transports.summary(table)
-    used = transports.report(table)
-    bw_fast = summary.loc[fast, "bandwidth_mb_s_median"]
-    bw_without = summary.loc[without, "bandwidth_mb_s_median"]
-    lat_fast = summary.loc[fast, "latency_us_median"]
-    lat_without = summary.loc[without, "latency_us_median"]
-    bw_ratio = bw_fast / bw_without if bw_without > 0 else float("inf")
-    lat_ratio = lat_without / lat_fast if lat_fast > 0 else float("inf")
-    moved = used.loc[fast, "transport"] != used.loc[without, "transport"]
-    here = (f"default: {used.loc[fast, 'transport']}, {lat_fast:.2f} us, {bw_fast:.0f} MB/s; with vader excluded: "
-            f"{used.loc[without, 'transport']}, {lat_without:.2f} us, {bw_without:.0f} MB/s "
-            f"({lat_ratio:.0f}x the latency, {bw_ratio:.1f}x less bandwidth); every run completed")
-    # The talk's signal is the bandwidth across a network; inside one machine the fallback to
-    # loopback TCP shows most in latency, so either loss counts when the transport moved.
-    if moved and (bw_ratio >= 1.5 or lat_ratio >= 5):
-        verdict, why = "yes", ("the run fell back to another transport without an error and lost performance; "
-                               "one machine's loopback stands in for the talk's two nodes")
-    elif moved:
-        verdict, why = "partly", "the transport changed silently, but its performance barely did on this machine"
+    c = transports.compare(table, fast, without)
+    lat, bw = c.latency.swapped(), c.bandwidth.swapped()   # 'without' first: its loss is the subject
+    here = (f"{fast}: {c.transport[fast]}; {without}: {c.transport[without]}; every run completed. "
+            f"{lat.sentence()} {bw.sentence()}")
+    runs = _run_ids(table, labels=[fast, without])
+    if c.transport[fast] == c.transport[without]:
+        return make_row("transport-fallback", here, "no",
+                        "Open MPI reported the same transport with and without the exclusion", runs)
+    lost = [q for q, cmp in (("latency", lat), ("bandwidth", bw)) if cmp.winner == fast]
+    if c.b_loses:
+        return make_row("transport-fallback", here, "yes",
+                        f"the run fell back to another transport without an error and lost {' and '.join(lost)} "
+                        f"beyond the spread of its repetitions; one machine's loopback stands in for the talk's "
+                        f"two nodes", runs, beyond_spread=True)
+    if not (lat.enough_runs and bw.enough_runs):
+        why = (f"the transport changed silently, but with fewer than {phrases.MIN_RUNS} repetitions per side "
+               "a loss cannot be told from the noise")
     else:
-        verdict, why = "no", "Open MPI reported the same transport with and without the exclusion"
-    return make_row("transport-fallback", here, verdict, why, _run_ids(table, labels=[fast, without]))
+        why = "the transport changed silently, but no loss beyond the spread of the repetitions was measured"
+    return make_row("transport-fallback", here, "partly", why, runs)
 
 
-def _selection_honoured(mca: dict, pml: str, btls: set[str]) -> bool:
-    """Does the transport a run reported agree with the MCA selection it was given?"""
+def _selection_honoured(mca: dict, pml: str, btls: set[str], mtl: str = "") -> bool:
+    """Does the transport a run reported agree with the MCA selection it was given (PML, BTLs, MTL)?"""
     want_pml = mca.get("pml", "")
     if want_pml and not want_pml.startswith("^") and pml != want_pml:
+        return False
+    want_mtl = mca.get("mtl", "")
+    if want_mtl and not want_mtl.startswith("^") and mtl not in want_mtl.split(","):
         return False
     want_btl = mca.get("btl", "")
     if want_btl.startswith("^"):
@@ -250,34 +254,54 @@ def _selection_honoured(mca: dict, pml: str, btls: set[str]) -> bool:
     return True
 
 
+def _reported(value) -> str:
+    """A reported component as text, '' for none ('None', 'nan', empty)."""
+    text = str(value or "").strip()
+    return "" if text in ("None", "nan") else text
+
+
 def component_selection(table) -> Row:
-    """From notebook 02's table: did every MCA selection give the PML/BTL it asked for, as the run
-    itself reported it, and did the selections really use different transports?"""
+    """From notebook 02's table: did every MCA selection give the PML, BTL and MTL it asked for, as the
+    run itself reported it, did the selections use different transports, and did they include both
+    paths the claim names, ob1 with a BTL and cm with an MTL?"""
 
     used = transports.report(table)
-    checked, wrong = [], []
+    checked, wrong, mtls = [], [], set()
     for label, row in used.iterrows():
         sel = lesson_transports.SELECTIONS.get(label)
         if sel is None:
             continue
         btls = {b.strip() for b in str(row.get("btl", "")).replace("[", "").replace("]", "").replace("'", "")
                 .split(",") if b.strip() and b.strip() not in ("None", "nan", "self")}
-        ok = _selection_honoured(sel.mca, str(row.get("pml", "")), btls)
+        pml, mtl = _reported(row.get("pml")), _reported(row.get("mtl"))
+        ok = _selection_honoured(sel.mca, pml, btls, mtl)
         checked.append(label)
         if not ok:
             wrong.append(f"{label} reported {row.get('transport')}")
-    distinct = used.loc[checked, "transport"].nunique() if checked else 0
-    here = (f"{len(checked)} selections, {distinct} different transports reported by the runs "
-            f"({', '.join(sorted(set(used.loc[checked, 'transport'])))})"
+        elif pml == "cm" and mtl:
+            mtls.add(f"{label}: cm/{mtl}")
+    transports_seen = sorted(set(used.loc[checked, "transport"])) if checked else []
+    here = (f"{len(checked)} selections, {len(transports_seen)} different transports reported by the runs "
+            f"({', '.join(transports_seen)}); MTL path: {'; '.join(sorted(mtls)) if mtls else 'none run'}"
             + (f"; not as asked: {'; '.join(wrong)}" if wrong else ""))
-    if checked and not wrong and distinct >= 2:
-        verdict, why = "yes", "each run's own report (MPI_T and Open MPI's endpoint) names the component it was told to use"
-    elif checked and not wrong:
-        verdict, why = "partly", "every selection was honoured, but they all ended on the same transport here"
-    else:
-        verdict, why = ("no" if wrong else "not shown"), ("a run used another component than asked" if wrong
-                                                          else "no run with a known selection was made")
-    return make_row("component-selection", here, verdict, why, _run_ids(table, labels=checked))
+    runs = _run_ids(table, labels=checked)
+    if not checked:
+        return make_row("component-selection", here, "not shown", "no run with a known selection was made", runs)
+    if wrong:
+        return make_row("component-selection", here, "no", "a run used another component than asked", runs)
+    if len(transports_seen) < 2:
+        return make_row("component-selection", here, "partly",
+                        "every selection was honoured, but they all ended on the same transport here", runs)
+    if not mtls:
+        return make_row("component-selection", here, "partly",
+                        "each run's own report names the PML and BTL it was told to use, but the MTL path "
+                        "(pml cm with an MTL) was not exercised by any run", runs)
+    # The exact test: each run's own report (MPI_T for the PML, the BML endpoint for the BTLs, the
+    # selected MTL component) names what it was told to use.
+    return make_row("component-selection", here, "yes",
+                    "each run's own report (PML by MPI_T, BTLs from Open MPI's endpoint, the MTL from "
+                    "mtl_base) names the components it was told to use, the cm/MTL path included",
+                    runs, beyond_spread=True)
 
 
 def numa(node, rates=None, runs=()) -> Row:

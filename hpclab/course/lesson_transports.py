@@ -55,6 +55,14 @@ def selections(info: ompi.OmpiInfo | None = None) -> dict[str, Selection]:
     out.append(Selection("ucx", {"pml": "ucx", "pml_ucx_tls": "any", "pml_ucx_devices": "any"},
                          f"UCX; Open MPI {f.version} uses it only where it finds an InfiniBand/RoCE "
                          "device unless told 'any'"))
+    have = info or ompi.this_machine()
+    if "cm" in have.available("pml") and "ofi" in have.available("mtl"):
+        # The MTL path. Open MPI's OFI MTL skips libfabric's shm, sockets, tcp and udp providers
+        # unless told (mtl_ofi_provider_exclude's default); shm cannot serve it at all (the MTL
+        # asks for FI_REMOTE_COMM, which shm lacks), so tcp (layered under ofi_rxm) is the one here.
+        out.append(Selection("cm+ofi (tcp)", {"pml": "cm", "mtl": "ofi", "mtl_ofi_provider_include": "tcp"},
+                             "the MTL path: the cm PML leaves matching to libfabric (OFI), here its tcp "
+                             "provider over loopback"))
     return {s.name: s for s in out}
 
 
