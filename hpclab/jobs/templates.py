@@ -29,11 +29,15 @@ from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.kernels import registry
 from hpclab.site import modules as site_modules
+from hpclab.site import mpi_libraries
 from hpclab.site.profile import Site
 from hpclab.site.slurm import slurm_env
 from hpclab.spec.model import Spec
 
 REQUIRED = ("job-name", "output", "error", "ntasks", "time")
+# The mpirun on the job's PATH (no mpi: in the spec): Open MPI's, as the default site has it.
+_SYSTEM_MPIRUN = mpi_libraries.Launcher(("mpirun", "-np", '"$SLURM_NTASKS"'), env_flag="-x",
+                                        bindings=("--report-bindings",), binding_pattern="MCW rank")
 
 
 def template_dirs() -> list[Path]:
@@ -87,11 +91,23 @@ def site_options(site: Site, partition: str | None = None) -> dict[str, str]:
     return opts
 
 
-def module_lines(site: Site) -> list[str]:
-    """The bash lines that load the site's modules (after `module use` of its modulepath), each
-    failure stopping the job with a message naming the module (hpclab.site.modules.load_lines);
-    [] for a site without modules."""
-    return site_modules.load_lines(site.modules, site.modulepath)
+def module_lines(site: Site, mpi: str | None = None) -> list[str]:
+    """The bash lines that load the site's modules (after `module use` of its modulepath) and,
+    with MPI library `mpi` (a spec's mpi:), the site's module for it last, each failure stopping
+    the job with a message naming the module (hpclab.site.modules.load_lines); [] for a site
+    without modules and no `mpi`."""
+    mods, path = list(site.modules), list(site.modulepath)
+    if mpi is not None:
+        entry, lib = site.mpi(mpi), mpi_libraries.get(mpi)
+        mods.append((entry and entry.module) or lib.module_name)
+        folder = (entry and entry.modulepath) or str(mpi_libraries.modulefiles_dir())
+        if folder not in path:
+            path.append(folder)
+    return site_modules.load_lines(mods, path)
+
+
+def _library(spec: Spec) -> mpi_libraries.MpiLibrary | None:
+    return mpi_libraries.get(spec.mpi) if spec.mpi is not None else None
 
 
 def _sbatch_line(key: str, value: str) -> str:
@@ -100,8 +116,12 @@ def _sbatch_line(key: str, value: str) -> str:
 
 def job_environment(spec: Spec, site: Site | None = None) -> dict[str, str]:
     """Variables exported in the job script: the site's env, OpenMP settings, OMPI_MCA_<name>
-    for each MCA selection (read by Open MPI under srun and mpirun alike), the spec's env."""
+    for each MCA selection (read by Open MPI under srun and mpirun alike), the variables that make
+    the spec's MPI library (mpi:) report what carried the messages, the spec's env."""
     env = dict(site.env) if site is not None else {}
+    lib = _library(spec)
+    if lib is not None:
+        env.update(lib.report_env)
     if spec.oversubscribe:
         env["OMPI_MCA_mpi_yield_when_idle"] = "1"  # ranks sharing a core must not busy-poll
     env.update(spec.omp.env())
@@ -115,14 +135,18 @@ def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Pa
     """The launch command as shell words (already quoted where needed): launcher and binding
     options, the numactl prefix, the kernel and its arguments, --json into the run folder (a
     kernel that runs the spec's command: that command, without --json)."""
-    bin_dir = bin_dir or paths.bin_dir()
-    lib_dir = lib_dir or paths.lib_dir()
-    launcher = spec.launcher or site.launcher
+    lib = _library(spec)
+    default_bin, default_lib = mpi_libraries.build_dirs(spec.mpi)
+    bin_dir = bin_dir or default_bin
+    lib_dir = lib_dir or default_lib
+    launcher = spec.launcher or (lib.launcher.kind if lib is not None else site.launcher)
     b = spec.binding
     trace_env = [f"LD_PRELOAD={shlex.quote(str(lib_dir / 'libmpitrace.so'))}",
                  f"MPITRACE_DIR={out_dir}/trace"] if spec.trace else []
     if launcher == "srun":
-        words = ["srun", f"--mpi={site.srun_mpi}", f"--cpus-per-task={spec.cpus_per_task}",
+        start = ((lib.launcher_for("srun") or lib.launcher).words(lib.bindir) if lib is not None
+                 else ["srun", f"--mpi={site.srun_mpi}"])
+        words = [*start, f"--cpus-per-task={spec.cpus_per_task}",
                  "--cpu-bind=" + ("verbose," + b.cpu_bind if b.cpu_bind else "verbose")]
         if spec.oversubscribe:
             words.append("--overcommit")
@@ -133,18 +157,21 @@ def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Pa
         if trace_env:  # only the kernel gets the tracer, not the script's own commands
             words.append("--export=ALL," + ",".join(trace_env))
     else:
-        words = ["mpirun", "-np", '"$SLURM_NTASKS"'] + (["--oversubscribe"] if spec.oversubscribe else [])
+        own = (lib.launcher_for("mpirun") or lib.launcher) if lib is not None else _SYSTEM_MPIRUN
+        words = own.words(lib.bindir if lib is not None else Path())
+        words += ["--oversubscribe"] if spec.oversubscribe else []
         for flag, value in (("--map-by", b.map_by), ("--rank-by", b.rank_by), ("--bind-to", b.bind_to)):
             if value:
                 words += [flag, shlex.quote(value)]
         if b.report_bindings:
-            words.append("--report-bindings")
-        # mpirun forwards OMPI_MCA_* by itself; everything else must be named with -x
-        for name in job_environment(spec, site):
+            words += list(own.bindings)
+        # mpirun forwards OMPI_MCA_* by itself; everything else must be named with -x (a launcher
+        # without env_flag passes the whole environment)
+        for name in job_environment(spec, site) if own.env_flag else ():
             if not name.startswith("OMPI_MCA_"):
-                words += ["-x", name]
+                words += [own.env_flag, name]
         for item in trace_env:
-            words += ["-x", item]
+            words += [own.env_flag, item] if own.env_flag else [f"env {item}"]
     if spec.numactl is not None and spec.numactl.argv():
         words.append(" ".join(spec.numactl.argv()))  # one word: the wrapper stays on one line
     unit = registry.get(spec.kernel)
@@ -194,20 +221,27 @@ def render(spec: Spec, site: Site, run_dir: Path, bin_dir: Path | None = None,
     bin_dir/lib_dir default to build/bin and build/lib; dirs to template_dirs(). Returns the
     script text; raises HpclabError when no template exists for the kernel or one is broken."""
     dirs = dirs or template_dirs()
-    bin_dir = bin_dir or paths.bin_dir()
+    bin_dir = bin_dir or mpi_libraries.build_dirs(spec.mpi)[0]
     name = registry.get(spec.kernel).template
     options = sbatch_options(spec, site, Path(run_dir))
-    launcher = spec.launcher or site.launcher
+    lib = _library(spec)
+    launcher = spec.launcher or (lib.launcher.kind if lib is not None else site.launcher)
+    if lib is not None:
+        pattern = (lib.launcher_for(launcher) or lib.launcher).binding_pattern
+    else:
+        pattern = "cpu-bind" if launcher == "srun" else _SYSTEM_MPIRUN.binding_pattern
     context = {
         "kernel": spec.kernel, "experiment": spec.experiment, "run_id": Path(run_dir).name,
         "template": name, "run_dir": str(run_dir), "trace": spec.trace,
         "sbatch_lines": sorted(_sbatch_line(k, v) for k, v in options.items()),
-        "sbatch": options, "modules": list(site.modules), "module_lines": module_lines(site),
+        "sbatch": options, "modules": list(site.modules), "module_lines": module_lines(site, spec.mpi),
         "env": list(job_environment(spec, site).items()),
         "launcher": launcher, "launch": _wrap(launch_argv(spec, site, bin_dir=bin_dir, lib_dir=lib_dir)),
         "kernel_exe": str(bin_dir / registry.get(spec.kernel).binary) if registry.get(spec.kernel).contract
         else spec.command[0],
-        "binding_pattern": "cpu-bind" if launcher == "srun" else "MCW rank",
+        "binding_pattern": pattern, "mpi": lib,
+        "mpi_report": " ".join(shlex.quote(w.replace("{bin}", str(lib.bindir))) for w in lib.report_command)
+        if lib is not None else "",
         "spec": spec,
     }
     text = _render_template(name, context, dirs,

@@ -1,8 +1,9 @@
 """Site profiles: where jobs run and how they are launched.
 
 A site is a YAML file in sites/ (checked against sites/schema.json; unknown keys are errors)
-naming partitions, account, QoS, modules (and the folders they are found in, modulepath) and the
-default launcher. `load_site()` picks the profile named by HPCLAB_SITE, else `local` (the embedded
+naming partitions, account, QoS, modules (and the folders they are found in, modulepath), the
+default launcher and the MPI libraries a spec may pick (mpi_libraries; their records are in
+site/mpi_libraries.py). `load_site()` picks the profile named by HPCLAB_SITE, else `local` (the embedded
 cluster); site/modules.py turns modules and modulepath into a job's `module load` lines. This
 module also answers the questions validation asks about the machine: how many nodes and cores a
 partition has (from the file, or from `sinfo` when `discover_cores` is true), which Open MPI
@@ -48,6 +49,17 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class SiteMpi:
+    """An MPI library a site offers to specs (mpi: <name>): name (a record of
+    hpclab.site.mpi_libraries), the module that selects it and the folder to `module use` first
+    (None: the record's and mpi_libraries.modulefiles_dir())."""
+
+    name: str
+    module: str | None = None
+    modulepath: str | None = None
+
+
+@dataclass(frozen=True)
 class Site:
     """A validated site profile (see sites/schema.json for what each field means)."""
 
@@ -65,10 +77,18 @@ class Site:
     extra_sbatch: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     modulepath: tuple[str, ...] = ()  # folders `module use`d before the modules load (site/modules.py)
+    mpi_libraries: tuple[SiteMpi, ...] = ()  # what a spec's mpi: may name (hpclab.site.mpi_libraries)
     source: Path | None = None
 
     def partition_names(self) -> list[str]:
         return [p.name for p in self.partitions]
+
+    def mpi_names(self) -> list[str]:
+        return [m.name for m in self.mpi_libraries]
+
+    def mpi(self, name: str) -> SiteMpi | None:
+        """The site's entry for MPI library `name`, or None when the site does not offer it."""
+        return next((m for m in self.mpi_libraries if m.name == name), None)
 
     def partition(self, name: str | None = None) -> Partition:
         """The partition `name` (default: the site's default), with nodes and cores filled in
@@ -156,6 +176,7 @@ def load_site(name_or_path: str | os.PathLike | None = None) -> Site:
         extra_sbatch=dict(data.get("extra_sbatch", {})),
         env=dict(data.get("env", {})),
         modulepath=tuple(data.get("modulepath", [])),
+        mpi_libraries=tuple(SiteMpi(**m) for m in data.get("mpi_libraries", [])),
         source=path,
     )
 

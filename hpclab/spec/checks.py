@@ -5,7 +5,8 @@ more tasks than cores, a partition the site does not have, a time limit above th
 an MCA component that `ompi_info` does not list, a NUMA node that does not exist, binding
 options that belong to the other launcher, a kernel flag the kernel's --help does not know, or a
 missing kernel binary / trace library, or (kernel: program) a program that is missing or not
-executable. The facts (cores, components, NUMA nodes, --help texts)
+executable; an MPI library (mpi:) the site does not offer (did you mean), that is not installed,
+that does not start with the launcher asked for (the measured reason), or that has no MCA. The facts (cores, components, NUMA nodes, --help texts)
 come from `gather_facts`; tests pass their own Facts to check the rules on any machine.
 """
 
@@ -17,7 +18,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-from hpclab.core import paths
+from hpclab.site import mpi_libraries
 from hpclab.site import profile as site_mod
 from hpclab.core.errors import HpclabError
 from hpclab.kernels import registry
@@ -35,7 +36,7 @@ class Facts:
     kernel's --help text (None: binary missing) and whether the trace library exists."""
 
     partition: Partition
-    components: dict[str, frozenset[str]]
+    components: dict[str, frozenset[str]] | None  # None: the library has no MCA (MPICH)
     params: frozenset[str]
     numa_nodes: frozenset[int]
     kernel_help: dict[str, str | None] = field(default_factory=dict)
@@ -43,10 +44,11 @@ class Facts:
 
 
 @functools.lru_cache(maxsize=8)
-def kernel_help(kernel: str) -> str | None:
+def kernel_help(kernel: str, mpi: str | None = None) -> str | None:
     """`build/bin/<binary> --help` output (stdout + stderr) of the kernel called `kernel` (its
-    binary from hpclab.kernels.registry), or None when the binary is missing."""
-    exe = paths.bin_dir() / registry.get(kernel).binary
+    binary from hpclab.kernels.registry; build/<mpi>/bin with MPI library `mpi`), or None when
+    the binary is missing."""
+    exe = mpi_libraries.build_dirs(mpi)[0] / registry.get(kernel).binary
     if not exe.is_file():
         return None
     try:
@@ -60,21 +62,35 @@ def gather_facts(spec: Spec, site: Site) -> Facts:
     """Facts for `spec` on `site` (asks sinfo when the site discovers cores; runs ompi_info,
     numactl and the kernel's --help once per process). Raises HpclabError for an unknown
     partition."""
+    mpi = _library(spec, site)
+    components = site_mod.mca_components()
+    if mpi is not None and mpi.requirement is not None:  # another library than the one on PATH
+        components = mpi_libraries.mca_components(mpi.name) if mpi.installed() else {}
+    name = mpi.name if mpi is not None else None
     return Facts(
         partition=site.partition(spec.partition),
-        components=site_mod.mca_components(),
+        components=components,
         params=site_mod.mca_params(),
         numa_nodes=site_mod.numa_nodes(),
-        kernel_help={spec.kernel: kernel_help(spec.kernel)} if registry.get(spec.kernel).contract else {},
-        trace_lib=(paths.lib_dir() / "libmpitrace.so").is_file(),
+        kernel_help={spec.kernel: kernel_help(spec.kernel, name)} if registry.get(spec.kernel).contract else {},
+        trace_lib=(mpi_libraries.build_dirs(name)[1] / "libmpitrace.so").is_file(),
     )
+
+
+def _library(spec: Spec, site: Site) -> mpi_libraries.MpiLibrary | None:
+    """The record of the spec's MPI library when the site offers it and hpclab knows it, else None
+    (problems() says which)."""
+    if spec.mpi is None or site.mpi(spec.mpi) is None or spec.mpi not in mpi_libraries.names():
+        return None
+    return mpi_libraries.get(spec.mpi)
 
 
 def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
     """Every problem of `spec` on `site` given `facts`, as (what, what to do) pairs; [] if none."""
     out: list[tuple[str, str]] = []
     part = facts.partition
-    launcher = spec.launcher or site.launcher
+    chosen = _library(spec, site)
+    launcher = spec.launcher or (chosen.launcher.kind if chosen is not None else site.launcher)
 
     # resources ----------------------------------------------------------------------------
     if spec.partition and spec.partition not in site.partition_names():
@@ -124,11 +140,37 @@ def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
         wrong = spec.binding.mpirun_fields() if launcher == "srun" else spec.binding.srun_fields()
         if wrong:
             other = "mpirun" if launcher == "srun" else "srun"
-            out.append((f"binding.{wrong[0]} is an {other} option, but site {site.name!r} launches with {launcher}",
+            who = f"MPI library {chosen.name}" if chosen is not None else f"site {site.name!r}"
+            out.append((f"binding.{wrong[0]} is an {other} option, but {who} launches with {launcher}",
                         f"set launcher: {other} in the spec, or use the {launcher} binding options"))
 
+    # the MPI library: offered by the site, known to hpclab, installed, started its own way -------
+    mpi = _library(spec, site)
+    if spec.mpi is not None:
+        offered = site.mpi_names()
+        if spec.mpi not in offered:
+            out.append((f"mpi {spec.mpi!r} is not offered by site {site.name!r}{did_you_mean(spec.mpi, offered)}",
+                        f"use one of: {', '.join(offered)}" if offered else
+                        "the site profile lists no mpi_libraries; leave mpi: unset"))
+        elif mpi is None:
+            out.append((f"mpi {spec.mpi!r} has no record in hpclab/site/mpi_libraries.py"
+                        f"{did_you_mean(spec.mpi, mpi_libraries.names())}",
+                        f"name a known library in the site profile: {', '.join(mpi_libraries.names())}"))
+    if mpi is not None:
+        if not mpi.installed():
+            out.append((f"MPI library {mpi.name} is not installed ({mpi.mpicc} is missing)",
+                        "install it with `make mpi-libraries`"))
+        if mpi.launcher_for(spec.launcher) is None:
+            why = "; ".join(reason for how, reason in mpi.refused.items()
+                            if how.split()[0] == spec.launcher) or "it was not measured to work here"
+            out.append((f"{mpi.name} does not start with {spec.launcher} here ({why})",
+                        f"leave launcher: unset; {mpi.name} starts with `{' '.join(mpi.launcher.argv)}`"))
+        if spec.mca and facts.components is None:
+            out.append((f"mca: selects Open MPI components, which {mpi.name} does not have",
+                        f"select its transport in env: with {', '.join(mpi.selection)}"))
+
     # Open MPI components and parameters -------------------------------------------------------
-    for key, value in spec.mca.items():
+    for key, value in (spec.mca.items() if facts.components is not None else ()):
         if key in facts.components:
             have = sorted(facts.components[key])
             for comp in value.lstrip("^").split(","):
@@ -152,10 +194,12 @@ def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
 
     # the kernel binary and its flags ----------------------------------------------------------
     help_text = facts.kernel_help.get(spec.kernel)
-    exe = paths.bin_dir() / registry.get(spec.kernel).binary
+    bin_dir, lib_dir = mpi_libraries.build_dirs(mpi.name if mpi is not None else None)
+    exe = bin_dir / registry.get(spec.kernel).binary
     if spec.kernel in facts.kernel_help and help_text is None:
         out.append((f"kernel binary {exe} does not exist",
-                    "build the kernels with `make -C src`"))
+                    "build the kernels with `make -C src`" if mpi is None else
+                    "build them with `make mpi-libraries`"))
     elif help_text:
         for flag in [a for a in spec.args.to_argv() if a.startswith("--")]:
             name = flag.split("=")[0]
@@ -168,8 +212,9 @@ def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
     if unit.problems is not None:  # the kernel's own checks on this machine (program: its command)
         out += unit.problems(spec)
     if spec.trace and not facts.trace_lib:
-        out.append((f"trace: true needs {paths.lib_dir() / 'libmpitrace.so'}, which does not exist",
-                    "build it with `make -C src`, or set trace: false"))
+        out.append((f"trace: true needs {lib_dir / 'libmpitrace.so'}, which does not exist",
+                    ("build it with `make -C src`" if mpi is None else "build it with `make mpi-libraries`")
+                    + ", or set trace: false"))
     return out
 
 

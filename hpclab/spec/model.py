@@ -321,6 +321,10 @@ class Spec(_Strict):
     ntasks_per_node: int | None = Field(None, ge=1)
     cpus_per_task: int = Field(1, ge=1, le=4096)
     launcher: Literal["srun", "mpirun"] | None = None
+    # The MPI library (a name from the site profile's mpi_libraries, e.g. mpich-5.0.2): its module
+    # is loaded, its launcher starts the ranks, its build of the kernel runs. None: the MPI on the
+    # job's PATH (the system Open MPI here), as before.
+    mpi: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     binding: Binding = Field(default_factory=Binding)
     omp: Omp = Field(default_factory=Omp)
     numactl: Numactl | None = None
