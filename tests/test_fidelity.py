@@ -36,19 +36,32 @@ def test_collect_lists_every_claim_and_marks_unrecorded_ones(tmp_path, monkeypat
     assert "<table>" in fidelity.html_table(rows)
 
 
-def test_hotspots_row_from_a_captured_callgrind_profile():
-    """Does the captured callgrind profile of the solver give 'yes', naming the leading loop?"""
+def _captured_callgrind(ranks: int = 1, tool: str = "callgrind"):
     from hpclab.tools import profilers
 
     data = Path(__file__).parent / "data" / "hotspots"
     functions = profilers.merge_self_inclusive(
         profilers.parse_callgrind_annotate((data / "callgrind-annotate-self.txt").read_text()),
         profilers.parse_callgrind_annotate((data / "callgrind-annotate-inclusive.txt").read_text()))
-    profile = profilers.Profile("callgrind", "instructions", Path("runs/06/cg-1"), [], functions, {})
+    result = {"results": {"per_rank": [{}] * ranks}}
+    return profilers.Profile(tool, "instructions", Path("runs/06/cg-1"), [], functions, result)
+
+
+def test_hotspots_row_from_a_captured_one_rank_callgrind_profile_is_partly():
+    """Does a one-rank callgrind profile (the solver's loops lead, MPI library 5 %) give 'partly',
+    saying that a one-rank run cannot test 'ahead of the MPI library', and name the leading loop?"""
+    profile = _captured_callgrind()
     row = fidelity.hotspots(profile)
     shares = profile.phases().set_index("phase")["share"]
-    assert row.reproduced == "yes"  # residuum leads, MPI library 5 %
-    assert shares.idxmax() in row.here and row.runs == ["cg-1"]
+    assert row.reproduced == "partly" and "one rank" in row.why and "not tested" in row.why
+    assert shares.idxmax() in row.here and row.runs == ["cg-1"] and row.evidence == "measured"
+
+
+def test_hotspots_yes_only_from_exact_counts_of_a_multi_rank_run():
+    """Is 'yes' given for exact counts (callgrind) on one rank of a 2-rank run, and 'partly' for
+    one sampled profile (perf) of the same shares?"""
+    assert fidelity.hotspots(_captured_callgrind(ranks=2)).reproduced == "yes"
+    assert fidelity.hotspots(_captured_callgrind(ranks=2, tool="perf record")).reproduced == "partly"
 
 
 def test_course_run_writes_fidelity_json_and_the_table(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hpclab.analysis import phrases
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.site import topology
@@ -284,32 +285,173 @@ def roof_table(rates: pd.DataFrame, stream_results: list[dict], caches: pd.DataF
     return pd.DataFrame(rows).set_index(["n", "variant"])
 
 
-def roofline_fidelity(rates: pd.DataFrame, stream_results: list[dict], caches: pd.DataFrame) -> dict:
-    """The fidelity row "roofline": the seed's claim (the solver is bound by STREAM bandwidth,
-    about 80 GB/s on its node) against ours: the largest memory-resident grid's share of the roof
-    (separate residuum), with the roof's bandwidth both as STREAM reports it and as moved.
-    Returns seed, here (text), share, reported_share (the old, write-allocate-blind figure),
-    reproduced ("yes"/"partly"/"no") and why: here, reproduced and why are the arguments of
-    hpclab.course.fidelity.make_row("roofline", ...)."""
+def roof_rates(stream_results: list[dict], fused: bool = False) -> list[float]:
+    """The roof of each STREAM run: the lattice updates per second its bandwidth allows (the moved
+    bandwidth of ROOF_KERNEL / bytes per update), one value per run, for comparisons with spread."""
+    kernel = ROOF_KERNEL["fused" if fused else "separate"]
+    return [float(stream_traffic(r).set_index("function").loc[kernel, "moved_mb_s"]) * 1e6 / bytes_per_update(fused)
+            for r in stream_results]
+
+
+def kernel_times(stream_results: list[dict]) -> dict[str, list[float]]:
+    """ns_per_element of each STREAM kernel, one value per run (the best repetition of each run)."""
+    out: dict[str, list[float]] = {}
+    for r in stream_results:
+        for _, row in stream_traffic(r).iterrows():
+            out.setdefault(row["function"], []).append(float(row["ns_per_element"]))
+    return out
+
+
+def write_allocate_evidence(stream_results: list[dict]) -> dict:
+    """What the STREAM runs say about write-allocate, from their own times per element.
+
+    Update (c = s*c) and Copy (c = a) both read one line and store one line per 8 elements; the
+    difference is where the store goes: Update stores into the line it just read, Copy into a line
+    of another array, which ordinary stores must read first (write-allocate). If Copy takes longer
+    than Update beyond the spread of the runs, that extra read is there; Sum (read-only, one line)
+    gives the time of one line read, the unit to count it in. Update against Sum shows what storing
+    a line back costs. Returns shown (True when Copy is slower than Update beyond the spread),
+    copy_vs_update and update_vs_sum (hpclab.analysis.phrases.Comparison), copy_over_sum (ratio
+    of the medians) and text (sentences built from the numbers)."""
+    t = kernel_times(stream_results)
+    missing = [k for k in ("Copy", "Update", "Sum") if k not in t]
+    if missing:
+        raise HpclabError(f"the STREAM runs have no {', '.join(missing)} kernel",
+                          "run the course's stream (it reports Update and Sum beside STREAM's four)")
+    kw = dict(quantity="time per element", unit="ns", lower_is_better=True)
+    upd = phrases.compare(t["Update"], t["Sum"], a_name="Update", b_name="Sum", **kw)
+    cpy = phrases.compare(t["Copy"], t["Update"], a_name="Copy", b_name="Update", **kw)
+    shown = cpy.beyond_spread and cpy.a.median > cpy.b.median
+    over_sum = cpy.a.median / upd.b.median
+    lines = [_capital(upd.sentence()), _capital(cpy.sentence()),
+             f"Copy takes {over_sum:.2f}x Sum's time per element (medians), Sum reading one line per element."]
+    if shown:
+        lines.append("Copy reads one line and stores one, as Update does; that it takes longer beyond the spread "
+                     "is the write-allocate read of the line it stores into.")
+    else:
+        lines.append("These runs do not separate Copy from Update, so they do not show the write-allocate read; "
+                     "the roof below still counts it, as an assumption about ordinary stores.")
+    return {"shown": bool(shown), "copy_vs_update": cpy, "update_vs_sum": upd, "copy_over_sum": float(over_sum),
+            "text": " ".join(lines)}
+
+
+def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.DataFrame,
+                 variant: str = "separate") -> dict:
+    """The solver's memory-resident rate against bandwidth / bytes per update, with the spreads.
+
+    rates: poisson_rates() rows (one row per run); stream_results: result.json of the STREAM runs;
+    caches: cache_sizes(). Takes the largest memory-resident grid of `variant` and compares its
+    runs with the roof of each STREAM run (roof_rates) and with the runs of the largest grid that
+    fits in a cache (L1-L3), if any. Returns n, share (median / best roof), solver and roof
+    (phrases.Spread, updates/s), at_roof (phrases.Comparison solver vs roof), drop (Comparison
+    cached grid vs memory grid, or None), verdict ("yes" | "partly" | "no" | "not shown"),
+    beyond_spread (True when the verdict rests on a difference beyond the spread) and text (the
+    sentences, built from the numbers). The verdict:
+    - "no" when the solver's runs lie above the roof's beyond the spread (bandwidth is not its cap);
+    - "yes" when leaving the caches slows it beyond the spread and its runs reach the roof's range
+      (at the roof within the noise);
+    - "partly" when leaving the caches slows it beyond the spread but it stays below the roof beyond
+      the spread (the bandwidth caps it, but something else holds it lower), or when an in-cache
+      grid is not faster beyond the spread (nothing shows that memory is what slows it);
+    - "not shown" with fewer than phrases.MIN_RUNS runs on a side."""
+    fused = variant == "fused"
     t = roof_table(rates, stream_results, caches).reset_index()
-    mem = t[(t["residency"] == "memory") & (t["variant"] == "separate")]
+    t = t[t["variant"] == variant]
+    mem = t[t["residency"] == "memory"]
     if mem.empty:
         raise HpclabError("no memory-resident grid among the runs",
                           f"run a grid of at least memory_resident_n(LLC) = "
                           f"{memory_resident_n(last_level_cache(caches))}")
-    row = mem.sort_values("n").iloc[-1]
-    roof = memory_roof(stream_results)
-    reported = row["median"] / (roof["reported_mb_s"] * 1e6 / bytes_per_update())
-    return {"seed": f"solver memory-bound; STREAM ~{SEED_STREAM_GB_S:.0f} GB/s on a 2-socket Ivy Bridge (quoted)",
-            "here": (f"n={int(row['n'])}: {row['median'] / 1e6:.0f} M updates/s = {row['share']:.0%} of "
-                     f"{roof['moved_mb_s'] / 1e3:.1f} GB/s moved by {roof['kernel']} "
-                     f"({reported:.0%} if divided by STREAM's reported rate)"),
-            "share": float(row["share"]), "reported_share": float(reported),
-            "reproduced": "partly",
-            "why": (("no memory-resident run is above the roof" if (t.loc[t["residency"] == "memory", "max"]
-                                                                  <= t.loc[t["residency"] == "memory", "roof_lups"]).all()
-                     else "a memory-resident run is above the roof: check the STREAM runs") +
-                    f"; the solver stays at "
-                    f"{row['share']:.0%} of it; dividing by STREAM's reported rate, which leaves out Triad's "
-                    f"write-allocate read, would have said {reported:.0%}")}
+    n = int(mem["n"].max())
+    solver = [v / 1e6 for v in rates.loc[(rates["n"] == n) & (rates["variant"] == variant), "lups"]]
+    roofs = [v / 1e6 for v in roof_rates(stream_results, fused)]
+    b = bytes_per_update(fused)
+    limit = f"bandwidth / {b} B"
+    at_roof = phrases.compare(solver, roofs, a_name=f"the solver (n={n})", b_name=limit,
+                              quantity="updates per second", unit="M/s", lower_is_better=False)
+    cached = t[t["residency"].isin(["L1", "L2", "L3"])]
+    drop = None
+    if not cached.empty:
+        nc = int(cached["n"].max())
+        in_cache = [v / 1e6 for v in rates.loc[(rates["n"] == nc) & (rates["variant"] == variant), "lups"]]
+        drop = phrases.compare(in_cache, solver, a_name=f"n={nc} (in {cached.set_index('n').loc[nc, 'residency']})",
+                               b_name=f"n={n} (from memory)", quantity="updates per second", unit="M/s",
+                               lower_is_better=False)
+    best_roof = max(roofs)
+    share = phrases.Spread.of(solver).median / best_roof
+    text = [phrases.against_limit(phrases.Spread.of(solver).median, best_roof,
+                                  what=f"the solver's median rate (n={n}, {variant})",
+                                  limit_name=f"the best STREAM run's {limit}", unit="M updates/s",
+                                  spread=phrases.Spread.of(solver)) + ".",
+            at_roof.sentence()]
+    if drop is not None:
+        text.append(drop.sentence())
+    dropped = drop is not None and drop.beyond_spread and drop.a.median > drop.b.median
+    if not at_roof.enough_runs or (drop is not None and not drop.enough_runs):
+        verdict, why = "not shown", f"fewer than {phrases.MIN_RUNS} runs on a side: no verdict from these runs"
+    elif at_roof.beyond_spread and at_roof.a.median > at_roof.b.median:
+        verdict, why = "no", f"the memory-resident runs lie above {limit} beyond the spread, so it is not their cap"
+    elif not dropped:
+        verdict, why = "partly", (f"no memory-resident run lies above {limit} beyond the spread, but these runs do "
+                                  "not show that memory is what slows the solver: "
+                                  + ("an in-cache grid is not faster beyond the spread" if drop is not None
+                                     else "no grid in cache to set the memory-resident rate against"))
+    elif not at_roof.beyond_spread:
+        verdict, why = "yes", (f"leaving the caches slows the solver beyond the spread, down to {limit}: "
+                               "its runs and the roof's are within the noise of each other")
+    else:
+        verdict, why = "partly", (f"leaving the caches slows the solver beyond the spread, and no run exceeds "
+                                  f"{limit}; but it stays at {share:.0%} of it, below the roof beyond the spread, "
+                                  "so the bandwidth is not all that holds it")
+    return {"n": n, "variant": variant, "share": float(share), "solver": at_roof.a, "roof": at_roof.b,
+            "at_roof": at_roof, "drop": drop, "verdict": verdict, "why": why,
+            "beyond_spread": verdict == "yes", "text": " ".join(_capital(x) for x in text)}
 
+
+def _capital(sentence: str) -> str:
+    return sentence[:1].upper() + sentence[1:]
+
+
+def roofline_fidelity(rates: pd.DataFrame, stream_results: list[dict], caches: pd.DataFrame) -> dict:
+    """The fidelity row "roofline": the seed's claim (the solver is bound by STREAM bandwidth,
+    about 80 GB/s on its node) against ours, from against_roof (separate residuum): the largest
+    memory-resident grid's runs against bandwidth / 64 B with the spread of both, and against the
+    largest in-cache grid. Returns seed, here, share, reported_share (what dividing by STREAM's
+    reported Triad, blind to write-allocate, would have said), reproduced, why, evidence and
+    beyond_spread: the arguments of hpclab.course.fidelity.make_row("roofline", ...)."""
+    judged = against_roof(rates, stream_results, caches)
+    roof = memory_roof(stream_results)
+    reported = judged["solver"].median * 1e6 / (roof["reported_mb_s"] * 1e6 / bytes_per_update())
+    return {"seed": f"solver memory-bound; STREAM ~{SEED_STREAM_GB_S:.0f} GB/s on a 2-socket Ivy Bridge (quoted)",
+            "here": (judged["text"] + f" (Dividing by STREAM's reported {roof['kernel']} rate, which leaves "
+                     f"out the write-allocate read, would have said {reported:.0%}.)"),
+            "share": judged["share"], "reported_share": float(reported),
+            "reproduced": judged["verdict"], "why": judged["why"], "evidence": "measured",
+            "beyond_spread": judged["beyond_spread"]}
+
+
+def fusion_sentences(rates: pd.DataFrame, caches: pd.DataFrame) -> list[str]:
+    """Per grid size, the fused runs' update rate against the separate runs' (phrases.compare,
+    higher is better), each sentence opened by the grid and where its working set lives."""
+    out = []
+    for n, grp in rates.groupby("n"):
+        fused = list(grp.loc[grp["variant"] == "fused", "lups"] / 1e6)
+        sep = list(grp.loc[grp["variant"] == "separate", "lups"] / 1e6)
+        if not fused or not sep:
+            continue
+        c = phrases.compare(fused, sep, a_name="fused", b_name="separate", quantity="updates per second",
+                            unit="M/s", lower_is_better=False)
+        out.append(f"n = {int(n)} ({residency(working_set_bytes(int(n)), caches)}): {c.sentence()}")
+    return out
+
+
+def prefetch_sentence(runs: pd.DataFrame, with_label: str = "prefetch (course build)",
+                      without_label: str = "no prefetch") -> str:
+    """The two builds' update rates compared (hpclab.tools.variants.compare rows: build, lups),
+    higher is better, with the spread of their repetitions."""
+    a = list(runs.loc[runs["build"] == with_label, "lups"] / 1e6)
+    b = list(runs.loc[runs["build"] == without_label, "lups"] / 1e6)
+    if not a or not b:
+        raise HpclabError(f"no runs of {with_label!r} or {without_label!r}", "pass the rows of variants.compare")
+    return _capital(phrases.compare(a, b, a_name="the prefetching build", b_name="the build without", quantity="updates per second",
+                                    unit="M/s", lower_is_better=False).sentence())

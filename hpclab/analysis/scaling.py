@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from hpclab.core.errors import HpclabError
-from hpclab.analysis import roofline
+from hpclab.analysis import phrases, roofline
 from hpclab.analysis.fits import scaling_table
 
 BYTE_COUNT_EXPLAINED = """\
@@ -120,3 +120,64 @@ def efficiency_by_family(rows: pd.DataFrame, configs: list[dict]) -> pd.DataFram
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
         columns=["ranks", "runs", "seconds", "speedup", "efficiency", "comp_seconds", "comp_speedup",
                  "comp_efficiency", "family"])
+
+
+def _per_rank_rates(grp: pd.DataFrame) -> tuple[list[float], list[float]]:
+    """Per-rank update rates of a group of runs [M updates/s]: total (lups / ranks) and compute
+    (each rank's updates over its mean compute seconds)."""
+    updates = grp["n"].astype(float) ** 2 * grp["iterations"].astype(float) / grp["ranks"]
+    return (list(grp["lups"] / grp["ranks"] / 1e6), list(updates / grp["comp_mean"] / 1e6))
+
+
+def efficiency_against_spread(rows: pd.DataFrame) -> pd.DataFrame:
+    """Is each multi-rank configuration's efficiency different from 1 by more than the spread of
+    the runs it compares? Efficiency is a ratio of per-rank rates: the p-rank runs' update rate
+    per rank over the single-rank runs' rate. So the p-rank runs' per-rank rates (total: lups / p;
+    compute: updates per rank / mean compute seconds) are compared with the 1-rank runs' rates
+    (hpclab.analysis.phrases.compare, higher is better).
+
+    rows: run_rows(). Returns one row per multi-rank label: label, ranks, efficiency and
+    comp_efficiency (from the fastest runs, as efficiency() computes them), total and compute
+    (phrases.Comparison), and sentence (the verdict in words, with the numbers)."""
+    one = rows[rows["ranks"] == 1]
+    if one.empty:
+        raise HpclabError("no single-rank runs to compare with", "run the 1-rank configuration too")
+    one_total, one_comp = _per_rank_rates(one)
+    out = []
+    for label, grp in rows[rows["ranks"] > 1].groupby("label", sort=False):
+        p = int(grp["ranks"].iloc[0])
+        total_rates, comp_rates = _per_rank_rates(grp)
+        kw = dict(b_name="1 rank", unit="M/s", lower_is_better=False)
+        total = phrases.compare(total_rates, one_total, a_name=f"{p} ranks", quantity="updates per second per rank", **kw)
+        comp = phrases.compare(comp_rates, one_comp, a_name=f"{p} ranks",
+                               quantity="updates per compute second per rank", **kw)
+        e, ec = max(total_rates) / max(one_total), max(comp_rates) / max(one_comp)
+        said = []
+        for name, value, c in (("efficiency", e, total), ("compute efficiency", ec, comp)):
+            if not c.enough_runs:
+                said.append(f"{name.capitalize()} {value:.2f}: too few runs to tell it from 1. {c.sentence()}")
+            elif not c.beyond_spread:
+                said.append(f"{name.capitalize()} {value:.2f}: within the spread of the runs it compares, so not "
+                            f"measurably different from 1. {c.sentence()}")
+            else:
+                side = "above" if c.a.median > c.b.median else "below"
+                said.append(f"{name.capitalize()} {value:.2f}: {side} 1 beyond the spread. {c.sentence()}")
+        out.append({"label": label, "ranks": p, "efficiency": e, "comp_efficiency": ec, "total": total,
+                    "compute": comp, "sentence": f"{label}. " + " ".join(said)})
+    return pd.DataFrame(out)
+
+
+def time_lost(rows: pd.DataFrame, label: str) -> dict:
+    """Where a multi-rank configuration's extra rank-seconds went, against the single-rank runs:
+    medians of p x T_comp[p] - T_comp[1] and p x T_mpi[p] - T_mpi[1] (seconds), and whether its
+    rank-seconds p x T[p] differ from T[1] beyond the spread (phrases.compare, lower is better).
+    Returns ranks, compute, mpi (extra seconds), total (the Comparison)."""
+    one, grp = rows[rows["ranks"] == 1], rows[rows["label"] == label]
+    if one.empty or grp.empty:
+        raise HpclabError(f"no runs for {label!r} or for 1 rank", "pass run_rows() of the scaling runs")
+    p = int(grp["ranks"].iloc[0])
+    total = phrases.compare(list(p * grp["seconds"]), list(one["seconds"]), a_name=f"{p} x T[{p}]",
+                            b_name="T[1]", quantity="rank-seconds", unit="s", lower_is_better=True)
+    return {"ranks": p, "total": total,
+            "compute": float((p * grp["comp_mean"]).median() - one["comp_mean"].median()),
+            "mpi": float((p * grp["mpi_mean"]).median() - one["mpi_mean"].median())}

@@ -7,7 +7,8 @@ Where do the solver's instructions and its time go? Two profilers, whichever the
   prints "<not supported>"); the software clock (`cpu-clock`) still samples, which gives a time
   profile like VTune's basic "hotspots" analysis.
 - valgrind's callgrind: counts every instruction executed, per function. Exact and repeatable
-  (no sampling noise), but the program runs about 50 times slower. The valgrind of Debian 12
+  (no sampling noise), but the program takes many times longer (native_seconds and slowdown
+  measure how many). The valgrind of Debian 12
   (3.19) cannot decode AVX-512, so callgrind runs a copy of the solver compiled for x86-64-v3
   (AVX2) with debug information: build/profile/bin/poisson (`profiling_binary()`).
 
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hpclab.analysis import phrases
 from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.jobs import templates
@@ -276,7 +278,37 @@ def callgrind(n: int = 256, iters: int = 30, experiment: str = "06-hotspots", sl
         (folder / f"annotate-{'inclusive' if mode == 'yes' else 'self'}.txt").write_text(res.stdout)
     funcs = merge_self_inclusive(parse_callgrind_annotate(texts["no"]), parse_callgrind_annotate(texts["yes"]))
     return Profile("callgrind", "instructions", folder, argv, funcs, _result(folder),
-                   meta={"n": n, "iters": iters, "binary": str(exe)})
+                   meta={"n": n, "iters": iters, "binary": str(exe), "extra_args": [str(a) for a in extra_args]})
+
+
+def native_seconds(profile: Profile, repetitions: int = 3, experiment: str = "06-hotspots", slurm: bool = True,
+                   timeout: float = 120.0) -> list[float]:
+    """The profiled run again without the profiler: the same binary and arguments as a plain
+    one-task job step, `repetitions` times. Returns the solver's own solve time (result.json's
+    wall_time, seconds) of each run; each run keeps its folder beside the profiles."""
+    exe = profile.meta.get("binary")
+    if not exe:
+        raise HpclabError("the profile does not name the binary it ran", "profile with callgrind() or perf_record()")
+    out = []
+    for _ in range(repetitions):
+        folder = _new_folder(experiment)
+        prefix, env = _launch_prefix(slurm, "00:05:00")
+        argv = [*prefix, str(exe), *_solver_args(profile.meta["n"], profile.meta["iters"],
+                                                  profile.meta.get("extra_args"))]
+        _run(folder, argv, env, timeout, "plain run")
+        out.append(float(_result(folder)["results"]["wall_time"]))
+    return out
+
+
+def slowdown(profile: Profile, native: list[float]) -> str:
+    """A sentence: how many times longer the profiled solve took than the same solve without the
+    profiler (native: native_seconds()), with the spread of the plain runs and the order of
+    magnitude (hpclab.analysis.phrases.ratio)."""
+    profiled = float(profile.result["results"]["wall_time"])
+    plain = phrases.Spread.of(native)
+    return (f"Under {profile.tool} the solve took {profiled:.3g} s; the same binary and grid without it "
+            f"{plain.text('s')}: {phrases.ratio(profiled, plain.median)} (against the median plain run; "
+            f"{profiled / plain.max:.0f}x to {profiled / plain.min:.0f}x against the slowest and the fastest).")
 
 
 def perf_record(n: int = 1024, iters: int = 40, frequency: int = 4000, experiment: str = "06-hotspots",
