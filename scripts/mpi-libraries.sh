@@ -19,7 +19,12 @@ if [[ ! -x $PY ]]; then
   say "no .venv yet: run 'make setup' first"
   exit 1
 fi
-ROOT=$(PYTHONPATH=. "$PY" -c 'from hpclab.site.mpi_libraries import root; print(root())')
+# one line per wheel library (name, pip requirement, prefix, build folder) after "root <folder>"
+if ! plan=$(PYTHONPATH=. "$PY" -m hpclab.site.mpi_libraries plan 2>&1); then
+  say "cannot read the libraries' records: $(printf '%s\n' "$plan" | tail -n 1)"
+  exit 1
+fi
+ROOT=$(printf '%s\n' "$plan" | sed -n 's/^root //p')
 if ! mkdir -p "$ROOT" 2>/dev/null || [[ ! -w $ROOT ]]; then
   say "cannot write $ROOT: run as root, or set HPCLAB_MPI_ROOT to a folder you can write"
   exit 0
@@ -72,7 +77,7 @@ while read -r name requirement prefix build; do
   fi
   echo "$want" > "$stamp"
   say "$name: kernels built into $build/bin, the tracer into $build/lib"
-done < <(PYTHONPATH=. "$PY" -m hpclab.site.mpi_libraries plan)
+done < <(printf '%s\n' "$plan" | grep -v '^root ')
 
 # 3. the module files (cheap, but skipped when nothing changed and they are there)
 if ((changed)) || [[ ! -d $ROOT/modulefiles ]]; then

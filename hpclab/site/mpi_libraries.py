@@ -10,7 +10,8 @@ and whether it implements the MPI 5.0 standard ABI (libmpi_abi.so.1).
 
 The job script, the spec checks and scripts/mpi-libraries.sh read these records; none of them has
 an `if library == ...`. `python -m hpclab.site.mpi_libraries plan` prints what the install script
-installs (name, pip requirement, prefix and build folder, one line each); hpclab.site.modules
+installs (a first line `root <folder>`, then name, pip requirement, prefix and build folder, one
+line each); hpclab.site.modules
 writes the module files from the same records.
 
 The launchers were measured on this machine (Slurm 22.05.8, `srun --mpi=list`: pmix (pmix_v4),
@@ -235,6 +236,7 @@ def to_install() -> list[MpiLibrary]:
 
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["plan"]:
+        print("root", root())
         for lib in to_install():
             print(lib.name, lib.requirement, lib.prefix, lib.build_dir)
         return 0
