@@ -41,3 +41,15 @@ def test_params_switch_with_quick(monkeypatch):
     assert course.params({"n": 1000}, {"n": 10}) == {"n": 10}
     monkeypatch.setenv("HPCLAB_QUICK", "0")
     assert course.params({"n": 1000}, {"n": 10}) == {"n": 1000}
+
+
+def test_notebooks_are_found_by_number_or_name_and_unknown_ones_are_refused():
+    """`hpclab course run 05` runs notebook 05, not 05b; a name that fits none says which exist."""
+    from hpclab.core.errors import HpclabError
+    from hpclab.course import runner
+
+    assert [b.stem for b in runner.resolve_notebooks(["05", "05b-mapping-and-scale", "lab-imbalance"])] == \
+        ["05-imbalance", "05b-mapping-and-scale", "lab-imbalance"]
+    with pytest.raises(HpclabError, match="no course notebook '99'") as err:
+        runner.resolve_notebooks(["99"])
+    assert "00-getting-started" in err.value.hint

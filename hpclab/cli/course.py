@@ -16,7 +16,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.quick:
         os.environ["HPCLAB_QUICK"] = "1"
-    books = [Path(p).resolve() for p in args.notebooks] or course.course_notebooks()
+    books = course.resolve_notebooks(args.notebooks) if args.notebooks else course.course_notebooks()
     report = course.run_course(books)
     print(report.summary(paths.build_dir() / "course"))
     return 1 if report.failures else 0
@@ -40,7 +40,7 @@ def add_commands(subparsers) -> None:
     p = subparsers.add_parser("course", help="run the course headless, serve it, or grade a demo class")
     sub = p.add_subparsers(dest="course_command", required=True)
     r = sub.add_parser("run", help="execute every notebook and lab; write build/course/index.html")
-    r.add_argument("notebooks", nargs="*", help="only these notebooks (default: all)")
+    r.add_argument("notebooks", nargs="*", help="only these notebooks: a path, a name or its number, e.g. 05 or 05b-mapping-and-scale (default: all)")
     r.add_argument("--quick", action="store_true", help="the quick parameter set (as in the tests)")
     r.set_defaults(func=_run)
     lab = sub.add_parser("lab", help="JupyterLab on localhost with the course open")

@@ -40,6 +40,25 @@ def params(full: dict, fast: dict) -> dict:
     return dict(fast if quick() else full)
 
 
+def resolve_notebooks(names: list[str]) -> list[Path]:
+    """Course notebooks named by path, file name, stem or its number ('07', '07-pop-method',
+    'notebooks/07-pop-method.ipynb', 'lab-imbalance'); HpclabError naming the known ones otherwise."""
+    known = course_notebooks()
+    out = []
+    for name in names:
+        path = Path(name)
+        if path.is_file():
+            out.append(path.resolve())
+            continue
+        stem = path.name.removesuffix(".ipynb")
+        hits = [b for b in known if b.stem == stem] or [b for b in known if b.stem.split("-")[0] == stem]
+        if len(hits) != 1:
+            raise HpclabError(f"no course notebook {name!r}" if not hits else f"{name!r} names {len(hits)} notebooks",
+                              "give one of: " + ", ".join(b.stem for b in known))
+        out.append(hits[0])
+    return out
+
+
 def course_notebooks() -> list[Path]:
     """The course notebooks in reading order, then the labs' source notebooks."""
     root = paths.repo()
