@@ -45,6 +45,8 @@ def test_params_switch_with_quick(monkeypatch):
 
 def test_notebooks_are_found_by_number_or_name_and_unknown_ones_are_refused():
     """`hpclab course run 05` runs notebook 05, not 05b; a name that fits none says which exist."""
+    import pytest
+
     from hpclab.core.errors import HpclabError
     from hpclab.course import runner
 
