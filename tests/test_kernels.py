@@ -373,9 +373,10 @@ def mpit_only_bins(tmp_path_factory):
 @pytest.mark.parametrize("btl", [None, "self,tcp"], ids=["default", "forced-tcp"])
 def test_pingpong_without_ompi_headers_never_reports_an_unused_btl(mpit_only_bins, tmp_path, btl):
     """Built without Open MPI's internal headers, MPI_T only lists the BTLs left open: does the
-    report name BTLs only when that list settles it (one BTL besides self), matching what the BML
+    report name BTLs only when that list settles it (one BTL besides self) or the BML's rule does
+    (a peer on this node, shared memory open with the highest exclusivity), matching what the BML
     says it uses, and otherwise say 'unknown' instead of listing an open BTL that carries nothing
-    (on one node by default: tcp beside vader)?"""
+    (tcp beside vader or sm)?"""
     opts = OMPI_VERBOSE + (["--mca", "pml", "ob1", "--mca", "btl", btl] if btl else [])
     p, doc = run_json(mpit_only_bins, tmp_path, "pingpong", ["--max-bytes", "64", "--reps", "20"],
                       mpirun_opts=opts)
@@ -389,6 +390,8 @@ def test_pingpong_without_ompi_headers_never_reports_an_unused_btl(mpit_only_bin
     if len(others) == 1:
         assert tr["source"] == "pml:MPI_T btl:MPI_T-sole-open mtl:none"
         assert set(tr["btl"]) == btls
+    elif tr["source"] == "pml:MPI_T btl:MPI_T-exclusivity mtl:none":
+        assert set(tr["btl"]) == btls and set(tr["btl"]) & {"vader", "sm"}
     else:
         assert tr["source"] == "pml:MPI_T btl:unknown mtl:none" and tr["btl"] == []
     if btl:

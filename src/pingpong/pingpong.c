@@ -141,6 +141,18 @@ int main(int argc, char **argv)
     double *t_pair = calloc((size_t)nsizes * (size_t)(npairs ? npairs : 1), sizeof *t_pair);
     for (int s = 1; s < nsizes; s++) bytes[s] = 1LL << (s - 1);
 
+    /* Does rank 1 run on rank 0's node? The transport report needs it when MPI_T alone must
+       tell which BTL carried pair 0's traffic (transport.c); only that pair takes part. */
+    int peer_local = -1;
+    if (size >= 2 && rank < 2) {
+        char mine[MPI_MAX_PROCESSOR_NAME] = "", theirs[MPI_MAX_PROCESSOR_NAME] = "";
+        int len = 0;
+        MPI_Get_processor_name(mine, &len);
+        MPI_Sendrecv(mine, sizeof mine, MPI_CHAR, peer, 2, theirs, sizeof theirs, MPI_CHAR, peer, 2,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        peer_local = strcmp(mine, theirs) == 0;
+    }
+
     long long bad = 0;
     hpc_transport tr;
     memset(&tr, 0, sizeof tr);
@@ -176,7 +188,7 @@ int main(int argc, char **argv)
             for (int p = 0; p < npairs; p++) t_pair[(size_t)s * npairs + p] = all[2 * p];
         free(all);
         /* Ask the library after traffic has flowed: connections can be made lazily. */
-        if (s == 0 && rank == 0) hpc_transport_detect(&tr, MPI_COMM_WORLD, 1);
+        if (s == 0 && rank == 0) hpc_transport_detect(&tr, MPI_COMM_WORLD, 1, peer_local);
     }
     long long bad_all = 0;
     MPI_Allreduce(&bad, &bad_all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);

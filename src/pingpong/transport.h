@@ -14,7 +14,9 @@ typedef struct {
     char ucx_tls[256], ucx_devices[256];           /* pml_ucx_tls / pml_ucx_devices cvars */
 } hpc_transport;
 
-/* Collective-free; call after traffic with peer has flowed (Open MPI may connect lazily). */
-void hpc_transport_detect(hpc_transport *t, MPI_Comm comm, int peer);
+/* Collective-free; call after traffic with peer has flowed (Open MPI may connect lazily).
+   peer_local: 1 if the peer runs on this node, 0 if not, -1 if unknown (used only when MPI_T
+   alone must tell which BTL carried the traffic). */
+void hpc_transport_detect(hpc_transport *t, MPI_Comm comm, int peer, int peer_local);
 
 #endif
