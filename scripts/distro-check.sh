@@ -14,11 +14,11 @@
 # host's cluster's. Every process of the check dies with its PID namespace.
 #
 # Usage: scripts/distro-check.sh DIST [NOTEBOOK...]
-#   DIST        a Debian suite debootstrap knows (trixie, bookworm)
+#   DIST        a Debian suite debootstrap knows (trixie, bookworm) or an Ubuntu one (noble, jammy)
 #   NOTEBOOK    names under notebooks/ or labs/ (e.g. 00-getting-started); none: the whole `make course`
 # Environment: MIRROR (default: this machine's first Debian mirror), KEEP=1 reuses the last work
 #   root with its installed packages and venv instead of a fresh copy (faster, not pristine),
-#   QUICK=1 runs the course with --quick.
+#   QUICK=1 runs the course with --quick, ROOT_ONLY=1 only makes (or finds) the pristine root.
 # Writes the log and a one-line result per phase to /var/tmp/hpclab-roots/<dist>/results.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +36,7 @@ CG_NAME=hpclab-check-$DIST
 RESULTS=$BASE/results.log
 
 say() { printf '[distro-check %s] %s\n' "$DIST" "$*"; }
-die() { say "ERROR: $*"; exit 1; }
+die() { say "ERROR: $*" >&2; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, chroot, namespaces); run: sudo make distro-check DIST=$DIST"
 for tool in unshare chroot ip git; do command -v "$tool" >/dev/null || die "'$tool' is missing on this machine"; done
@@ -44,7 +44,41 @@ if ! command -v debootstrap >/dev/null; then
   say "installing debootstrap on this machine"
   apt-get install -y -q debootstrap >/dev/null
 fi
-[[ -e /usr/share/debootstrap/scripts/$DIST ]] || die "debootstrap does not know '$DIST' (see /usr/share/debootstrap/scripts)"
+# Ubuntu's archive key, to check what debootstrap downloads: the host's ubuntu-keyring if installed,
+# else Ubuntu's own package, fetched over HTTPS from the archive (TLS is the trust anchor there) and
+# checked against the SHA256 its Packages index gives. Kept in /var/tmp/hpclab-roots/ubuntu-keyring.
+ubuntu_keyring() {
+  local host_key=/usr/share/keyrings/ubuntu-archive-keyring.gpg dir=/var/tmp/hpclab-roots/ubuntu-keyring
+  if [[ -e $host_key ]]; then echo "$host_key"; return; fi
+  if [[ ! -e $dir$host_key ]]; then
+    local base=https://archive.ubuntu.com/ubuntu entry file sum
+    entry=$(curl -fsS --max-time 120 "$base/dists/$1/main/binary-amd64/Packages.gz" | gzip -dc |
+            awk '/^Package: ubuntu-keyring$/{f=1} f&&/^(Filename|SHA256):/{print $2} /^$/{f=0}') ||
+      die "cannot read Ubuntu's package index from $base"
+    file=$(sed -n 1p <<<"$entry"); sum=$(sed -n 2p <<<"$entry")
+    [[ -n $file && -n $sum ]] || die "no ubuntu-keyring in Ubuntu's $1 index"
+    mkdir -p "$dir"
+    curl -fsS --max-time 120 "$base/$file" -o "$dir/keyring.deb" || die "cannot download $base/$file"
+    echo "$sum  $dir/keyring.deb" | sha256sum -c --quiet - >&2 || die "ubuntu-keyring's checksum does not match its index"
+    dpkg-deb -x "$dir/keyring.deb" "$dir"
+  fi
+  echo "$dir$host_key"
+}
+
+# Ubuntu's releases come from Ubuntu's archive, with universe (Slurm, likwid and OTF2 live there);
+# debootstrap builds every Ubuntu release with the same script (gutsy), which an older debootstrap
+# may not have linked under the new release's name.
+DEBOOTSTRAP_ARGS=(--variant=minbase --include=git,make,gcc,python3,ca-certificates)
+SCRIPT=/usr/share/debootstrap/scripts/$DIST
+case $DIST in
+  jammy|noble|oracular|plucky|questing|resolute)
+    DEFAULT_MIRROR=http://archive.ubuntu.com/ubuntu
+    DEBOOTSTRAP_ARGS+=(--components=main,universe)
+    [[ -e $SCRIPT ]] || SCRIPT=/usr/share/debootstrap/scripts/gutsy
+    DEBOOTSTRAP_ARGS+=(--keyring="$(ubuntu_keyring "$DIST")") ;;
+  *) DEFAULT_MIRROR="" ;;
+esac
+[[ -e $SCRIPT ]] || die "debootstrap does not know '$DIST' (see /usr/share/debootstrap/scripts)"
 
 # The mirror this machine already uses (apt's deb822 or one-line sources), else Debian's CDN.
 mirror() {
@@ -55,7 +89,7 @@ mirror() {
                      /etc/apt/sources.list.d/*.list 2>/dev/null | head -1 | awk '{print $2}') || true
   echo "${m:-http://deb.debian.org/debian}"
 }
-MIRROR=${MIRROR:-$(mirror)}
+MIRROR=${MIRROR:-${DEFAULT_MIRROR:-$(mirror)}}
 
 stamp() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 record() { printf '%s %s %s\n' "$(stamp)" "$DIST" "$*" | tee -a "$RESULTS"; }
@@ -66,13 +100,14 @@ if [[ ! -f $PRISTINE/.hpclab-pristine ]]; then
   say "debootstrap $DIST from $MIRROR into $PRISTINE (once; reused by later checks)"
   rm -rf "$PRISTINE.partial"
   t0=$SECONDS
-  debootstrap --variant=minbase --include=git,make,gcc,python3,ca-certificates \
-    "$DIST" "$PRISTINE.partial" "$MIRROR"
+  debootstrap "${DEBOOTSTRAP_ARGS[@]}" "$DIST" "$PRISTINE.partial" "$MIRROR" "$SCRIPT"
   printf '%s from %s, %s\n' "$DIST" "$MIRROR" "$(stamp)" > "$PRISTINE.partial/.hpclab-pristine"
   rm -rf "$PRISTINE"
   mv "$PRISTINE.partial" "$PRISTINE"
   record "debootstrap $((SECONDS - t0)) s"
 fi
+
+if [[ ${ROOT_ONLY:-0} == 1 ]]; then say "ROOT_ONLY=1: the pristine root is in $PRISTINE"; exit 0; fi
 
 # 1. The work root: a copy of the pristine one and a fresh clone -----------------------------------
 if [[ ${KEEP:-0} == 1 && -d $WORK/root/hpclab ]]; then
@@ -145,7 +180,15 @@ mount -t tmpfs -o mode=1777 shm "$root/dev/shm"
 mount -t tmpfs -o mode=755 run "$root/run"
 mount --bind "$apt_cache" "$root/var/cache/apt/archives"
 hostname "$host"
-if [ "$netns" = net ]; then ip link set lo up; fi
+if [ "$netns" = net ]; then
+  # loopback, and one Ethernet-like interface on a documentation-only network (192.0.2.0/24,
+  # TEST-NET-1, routed nowhere): Open MPI'"'"'s tcp BTL leaves loopback out, and a real machine has a NIC
+  ip link set lo up
+  ip link add eth0 type veth peer name eth0-peer
+  ip addr add 192.0.2.10/24 dev eth0
+  ip link set eth0-peer up
+  ip link set eth0 up
+fi
 exec chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -lc "$*"
 '
