@@ -21,8 +21,16 @@
 #   QUICK=1 runs the course with --quick, ROOT_ONLY=1 only makes (or finds) the pristine root.
 # Writes the log and a one-line result per phase to /var/tmp/hpclab-roots/<dist>/results.log.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-CHECKOUT=$(pwd)
+# bash reads a script as it runs: run from a private copy, so that editing the checkout during a
+# check (it takes a while) cannot change the running one.
+if [[ -z ${HPCLAB_CHECKOUT:-} ]]; then
+  copy=$(mktemp /tmp/hpclab-distro-check.XXXXXX)
+  cp "$0" "$copy"
+  HPCLAB_CHECKOUT=$(cd "$(dirname "$0")/.." && pwd) exec bash "$copy" "$@"
+fi
+CHECKOUT=$HPCLAB_CHECKOUT
+rm -f "$0"   # the private copy; bash keeps reading it through its open descriptor
+cd "$CHECKOUT"
 
 DIST=${1:?usage: scripts/distro-check.sh DIST [NOTEBOOK...]}
 shift
