@@ -123,7 +123,8 @@ def run_trace(args: argparse.Namespace) -> int:
     ideal_net, note = ideal_network()
     if args.pop is not None:
         from hpclab.cli import trace_pop
-        figure = trace_pop.print_pop([run, *(_run_dir(r) for r in args.pop)], ideal_net, _figure_dir(run))
+        figure = trace_pop.print_pop([run, *(_run_dir(r) for r in args.pop)], ideal_net,
+                                     lambda fig, name: _save(fig, _figure_dir(run), name))
         print(f"\nwrote {figure}")
         return 0
     model = ideal_net if args.model == "ideal" else load_model(args.model)
@@ -176,7 +177,8 @@ def run_trace(args: argparse.Namespace) -> int:
         _print_comparison(run, trace, s, other, ideal_net)
     if args.critical_path:
         from hpclab.cli import trace_pop
-        written_path = trace_pop.print_critical_path(trace, ideal_net, _figure_dir(run))
+        written_path = trace_pop.print_critical_path(trace, ideal_net,
+                                                     lambda fig, name: _save(fig, _figure_dir(run), name))
 
     written = []
     run = _figure_dir(run)

@@ -13,9 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def print_pop(runs: list[Path], ideal_net, save_dir: Path | None = None) -> Path | None:
+def print_pop(runs: list[Path], ideal_net, save=None) -> Path | None:
     """Print the POP table of `runs` (one column per rank count; several runs of one count: the
-    first is used and the others named); write its figure into save_dir. Returns the figure's path."""
+    first is used and the others named); save(figure, file name) -> path writes its figure.
+    Returns the figure's path (None without `save`)."""
     # imported when the command runs (pandas, the trace stack): other commands start without it
     from hpclab.plots.pop import pop_figure
     from hpclab.trace import pop
@@ -41,17 +42,13 @@ def print_pop(runs: list[Path], ideal_net, save_dir: Path | None = None) -> Path
     if len(splits) > 1:
         name, value = pop.worst(table)
         print(f"lowest factor at {max(table.columns)} ranks: {name} {value:.2f}")
-    if save_dir is None:
-        return None
-    from hpclab.cli.trace import fresh_path
-    path = fresh_path(save_dir, "trace-pop.png")
-    pop_figure(table).savefig(path, dpi=110)
-    return path
+    return save(pop_figure(table), "trace-pop.png") if save else None
 
 
-def print_critical_path(trace, ideal_net, save_dir: Path | None = None) -> Path | None:
+def print_critical_path(trace, ideal_net, save=None) -> Path | None:
     """Print the critical path's share per rank and region and what shortening the leading ranks'
-    compute by 10 % would save (replayed on the ideal network: a prediction); draw it."""
+    compute by 10 % would save (replayed on the ideal network: a prediction); draw it with
+    save(figure, file name) -> path. Returns the figure's path (None without `save`)."""
     from hpclab.plots.pop import critical_path_figure
     from hpclab.trace import critical_path as cp
 
@@ -72,9 +69,4 @@ def print_critical_path(trace, ideal_net, save_dir: Path | None = None) -> Path 
     if len(sav):
         print("\n10 % less compute on a rank (replayed on the ideal network: a prediction)")
         print(sav.to_string(float_format=lambda v: f"{v:.4g}"))
-    if save_dir is None:
-        return None
-    from hpclab.cli.trace import fresh_path
-    out = fresh_path(save_dir, "trace-critical-path.png")
-    critical_path_figure(trace, path).savefig(out, dpi=110)
-    return out
+    return save(critical_path_figure(trace, path), "trace-critical-path.png") if save else None
