@@ -93,7 +93,7 @@ def test_reference_is_the_package_fit_of_the_packed_runs(lab):
         assert ref["latency_us"][role] == pytest.approx(fit.latency_us, rel=1e-12)
         assert ref["bandwidth_mb_s"][role] == pytest.approx(fit.bandwidth_mb_s, rel=1e-12)
     label = labdata.table("unlabelled", lab)["transport"].iloc[0]
-    assert ref["label"][ref["unlabelled_transport"]] == label
+    assert ref["label"][ref["unlabelled_transport"][0]] == label
 
 
 def test_interpretation_accepts_every_option_too_close_to_call():

@@ -35,9 +35,18 @@ def _reference_transports(lab_dir: Path) -> dict:
         out["bandwidth_mb_s"][role] = fit.bandwidth_mb_s
         out["label"][role] = str(table["transport"].iloc[0])
     out["n_half_tcp"] = fits.hockney_fit(*_cols(labdata.table("tcp", lab_dir))).half_bandwidth_bytes
-    # the unlabelled run's transport as Open MPI reported it, named by the run that shares it
+    # the unlabelled run's transport as Open MPI reported it, named by the run that shares it;
+    # the other one is accepted too when the timings cannot tell them apart (the unlabelled fit's
+    # latency is, on a log scale, no nearer to its own transport's than to the other's)
+    import math
+
     same = [r for r in ("shm", "tcp") if out["label"][r] == out["label"]["unlabelled"]]
-    out["unlabelled_transport"] = same[0] if len(same) == 1 else None
+    out["unlabelled_transport"] = same[:1] if len(same) == 1 else []
+    if len(same) == 1:
+        other = "tcp" if same[0] == "shm" else "shm"
+        far = {r: abs(math.log(out["latency_us"]["unlabelled"] / out["latency_us"][r])) for r in ("shm", "tcp")}
+        if far[other] <= far[same[0]]:
+            out["unlabelled_transport"].append(other)
     # interpretation: the transport the fitted models make faster for 1 MiB messages; the
     # spread of each prediction is the fit's typical error (median |relative residual|)
     import numpy as np   # costly, see above
