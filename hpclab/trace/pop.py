@@ -116,14 +116,19 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def worst(table: pd.DataFrame, ranks: int | None = None) -> tuple[str, float]:
-    """The lowest leaf factor at `ranks` (default: the largest count): where to look first, as POP reads
-    its table (leaves: load balance, serialisation, transfer and the computation factors; the
-    computation scalability stands in for its factors when they are missing)."""
+def leaves(table: pd.DataFrame, ranks: int | None = None) -> list[str]:
+    """The factors POP reads at the bottom of its hierarchy at `ranks`: load balance, serialisation,
+    transfer and the computation factors (the computation scalability standing in for its factors
+    when they are not all known)."""
     p = ranks if ranks is not None else max(table.columns)
-    leaves = ["load balance", "serialisation", "transfer"]
     factors = ["instruction scalability", "IPC scalability", "frequency scalability"]
     known = [f for f in factors if not math.isnan(table.loc[f, p])]
-    leaves += known if len(known) == len(factors) else ["computation scalability"]
-    col = table.loc[leaves, p]
+    return ["load balance", "serialisation", "transfer"] + (known if len(known) == len(factors)
+                                                              else ["computation scalability"])
+
+
+def worst(table: pd.DataFrame, ranks: int | None = None) -> tuple[str, float]:
+    """The lowest leaf factor at `ranks` (default: the largest count): where POP looks first."""
+    p = ranks if ranks is not None else max(table.columns)
+    col = table.loc[leaves(table, p), p]
     return str(col.idxmin()), float(col.min())
