@@ -63,36 +63,52 @@ else
 fi
 
 # 2. Python environment ----------------------------------------------------------------------
+# Every package comes from requirements.lock (make lock writes it from pyproject.toml) at the
+# version and with the hashes it names; the project itself goes on top, editable, without
+# dependencies. mpi4py is compiled with the system mpicc so that it uses the same Open MPI as the
+# kernels: --no-binary takes its sdist, whose hash the lock holds beside its wheels'. It and hpclab
+# are built without build isolation, with the locked build tools (requirements-build.lock, installed
+# first), so no package is fetched without a hash.
 PYTHON=${PYTHON:-python3}
 stamp=.venv/.hpclab-stamp
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml requirements.lock requirements-build.lock | sha256sum | cut -c1-16)
 if [[ -x .venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then
   say "python environment: up to date (.venv)"
 else
-  say "python environment: creating .venv with $($PYTHON --version 2>&1)"
+  say "python environment: installing requirements.lock into .venv with $($PYTHON --version 2>&1)"
   [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
-  .venv/bin/pip install -q --upgrade pip
-  # mpi4py is compiled with the system mpicc so that it uses the same Open MPI as the kernels.
-  MPICC=mpicc .venv/bin/pip install -q --no-binary mpi4py -e '.[test]'
+  venv_site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  # Links to Debian's OTF2 bindings (2b, an earlier set-up) go first: pip would write the otf2
+  # wheel's files through them into /usr/lib/python3/dist-packages.
+  for pkg in otf2 _otf2; do if [[ -L $venv_site/$pkg ]]; then rm -f "$venv_site/$pkg"; fi; done
+  pip=(.venv/bin/pip install -q --disable-pip-version-check)
+  "${pip[@]}" --require-hashes --no-deps -r requirements-build.lock
+  MPICC=mpicc "${pip[@]}" --require-hashes --no-build-isolation --no-binary mpi4py -r requirements.lock
+  "${pip[@]}" --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
-  say "python environment: ready"
+  say "python environment: ready ($(grep -cE '^[A-Za-z0-9]' requirements.lock) locked packages)"
 fi
 
 # 2b. OTF2's Python bindings (issue 21: hpclab trace --otf2, OTF2 import) -------------------------
-# Debian's python3-otf2 is built for Debian's python3; the venv does not see dist-packages, and must
-# not see all of it (Debian's numpy & co. would shadow the pinned ones). When the venv runs the same
-# Python minor version, only the two packages of the bindings (otf2, _otf2) are linked into it;
+# The lock's otf2 wheel where PyPI has one (CPython 3.11 on x86_64). Elsewhere Debian's
+# python3-otf2, built for Debian's python3: the venv does not see dist-packages, and must not see
+# all of it (Debian's numpy & co. would shadow the pinned ones), so when the venv runs the same
+# Python minor version only the two packages of the bindings (otf2, _otf2) are linked into it;
 # hpclab/trace/otf2_format.py names the package when they are missing.
 otf2_dist=/usr/lib/python3/dist-packages
-if [[ -d $otf2_dist/otf2 && -d $otf2_dist/_otf2 ]] && command -v /usr/bin/python3 >/dev/null; then
-  venv_site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+venv_site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [[ -d $venv_site/otf2 && ! -L $venv_site/otf2 ]] && .venv/bin/python -c 'import otf2' 2>/dev/null; then
+  say "OTF2 bindings: the otf2 wheel of requirements.lock"
+elif [[ -d $otf2_dist/otf2 && -d $otf2_dist/_otf2 ]] && command -v /usr/bin/python3 >/dev/null; then
   venv_ver=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   deb_ver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  if [[ $venv_ver == "$deb_ver" ]]; then
+  if [[ $venv_ver != "$deb_ver" ]]; then
+    say "OTF2 bindings: .venv runs Python $venv_ver, python3-otf2 is built for $deb_ver: OTF2 export/import unavailable"
+  elif [[ -e $venv_site/otf2 && ! -L $venv_site/otf2 ]]; then
+    say "OTF2 bindings: $venv_site/otf2 does not import; remove it and run 'make setup' again for Debian's"
+  else
     for pkg in otf2 _otf2; do ln -sfn "$otf2_dist/$pkg" "$venv_site/$pkg"; done
     say "OTF2 bindings: Debian's python3-otf2 linked into .venv"
-  else
-    say "OTF2 bindings: .venv runs Python $venv_ver, python3-otf2 is built for $deb_ver: OTF2 export/import unavailable"
   fi
 fi
 

@@ -4,7 +4,9 @@ python3, below the classroom's folder.
 Why a copy: a checkout may sit under /root (0700), and the project's .venv may be built on a
 Python only root can execute (pyenv under /root); a student's server and jobs can use neither.
 The copy is refreshed at every `up` (students' own notebooks live in their homes and are never
-touched); the venv is rebuilt only when pyproject.toml changed.
+touched); the venv is rebuilt only when pyproject.toml or the lock changed. It is installed from the
+same requirements.lock as the project's .venv (make setup): every package at its pinned version,
+checked against its hashes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from hpclab.classroom.layout import ClassroomLayout
 # notebooks hold the solutions and hidden tests (students get the labs' release versions from
 # the Assignments tab; the instructors' course folder is made from the checkout's labs/).
 COURSE_ITEMS = ["hpclab", "notebooks", "slurm-templates", "sites", "jupyter", "src", "docs",
-                "pyproject.toml", "README.md", "build/bin", "build/lib"]
+                "pyproject.toml", "requirements.lock", "requirements-build.lock", "README.md", "build/bin",
+                "build/lib"]
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 
@@ -92,8 +95,29 @@ def venv_stamp(lay: ClassroomLayout) -> Path:
     return lay.venv / ".hpclab-stamp"
 
 
+LOCK_FILES = ("pyproject.toml", "requirements.lock", "requirements-build.lock")
+
+
 def wanted_stamp(lay: ClassroomLayout) -> str:
-    return hashlib.sha256((lay.course / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    """What the venv was built from: pyproject.toml and the locks of the course copy."""
+    h = hashlib.sha256()
+    for name in LOCK_FILES:
+        path = lay.course / name
+        h.update(path.read_bytes() if path.exists() else b"")
+    return h.hexdigest()[:16]
+
+
+def install_steps(python: Path, course: Path) -> list[list[str]]:
+    """The pip commands that install the course into the venv of `python` from the course's
+    locks: the build tools, then every package of requirements.lock checked against its hashes
+    (mpi4py from its sdist, compiled against the system Open MPI; nothing built in an isolated
+    environment that would fetch unhashed build tools), then the course itself, editable, without
+    dependencies."""
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    return [pip + ["--require-hashes", "--no-deps", "-r", str(course / "requirements-build.lock")],
+            pip + ["--require-hashes", "--no-build-isolation", "--no-binary", "mpi4py",
+                   "-r", str(course / "requirements.lock")],
+            pip + ["--no-deps", "--no-build-isolation", "-e", str(course)]]
 
 
 def ensure_venv(lay: ClassroomLayout, log: Path) -> bool:
@@ -111,11 +135,9 @@ def ensure_venv(lay: ClassroomLayout, log: Path) -> bool:
         steps = []
         if not lay.python.exists():
             steps.append([str(SYSTEM_PYTHON), "-m", "venv", str(lay.venv)])
-        # Debian's pip (23.0) does not reuse the wheel it built for mpi4py: a newer pip does.
-        steps.append([str(lay.python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-        # mpi4py is compiled against the system Open MPI, as in the project's own venv.
-        steps.append([str(lay.python), "-m", "pip", "install", "-q", "--no-binary", "mpi4py",
-                      "-e", f"{lay.course}[classroom]"])
+        # The first step also brings the lock's pip: Debian's (23.0) does not reuse the wheel it
+        # built for mpi4py, a newer one does.
+        steps += install_steps(lay.python, lay.course)
         for argv in steps:
             out.write(f"\n$ {' '.join(argv)}\n")
             out.flush()

@@ -18,8 +18,9 @@ and Cube: the vocabulary shared by the writer (`otf2_write.py`) and the reader (
   completed without a message, the course's own seq numbers, the width of a region marker) travels
   in attributes named `hpclab::...`, which other tools show and otherwise ignore.
 
-The Python bindings are Debian's python3-otf2, linked into the venv by `make setup`; `bindings()`
-imports them or says what to install.
+The Python bindings are PyPI's otf2 wheel where one exists (CPython 3.11 on x86_64, pinned in
+requirements.lock), elsewhere Debian's python3-otf2, linked into the venv by `make setup`;
+`bindings()` imports them or says what to install.
 """
 
 from __future__ import annotations
@@ -96,11 +97,11 @@ OP_AS_CALL = {"BARRIER": "MPI_Barrier", "BCAST": "MPI_Bcast", "SCATTER": "MPI_Bc
 
 
 def bindings():
-    """The `otf2` module (Debian's python3-otf2). Raises HpclabError naming the package when the
-    bindings are not installed or not linked into this Python."""
+    """The `otf2` module (PyPI's otf2 wheel or Debian's python3-otf2). Raises HpclabError naming
+    Debian's package when the bindings are not installed or not linked into this Python."""
     try:
-        # imported here, not at the top: the bindings are a system package that may be missing,
-        # and only OTF2 export and import need them
+        # imported here, not at the top: the bindings may be missing (no wheel for this Python and
+        # no system package), and only OTF2 export and import need them
         import otf2
     except (ImportError, OSError) as err:  # OSError: the C library behind the bindings
         raise HpclabError(f"the OTF2 Python bindings cannot be imported ({err})",
