@@ -181,15 +181,18 @@ def test_lesson_selections_use_this_open_mpis_names(info, info5):
 
     # the saved 4.1 output has no parameters: without btl_vader_single_copy_mechanism there is no
     # single-copy choice to offer; with it (one --param record added), there is
-    assert list(lesson_transports.selections(info)) == ["default", "ob1+vader", "ob1+tcp", "no vader", "ucx"]
+    assert list(lesson_transports.selections(info)) == ["default", "ob1+vader", "ob1+tcp", "no vader", "ucx",
+                                                        "cm+ofi (tcp)"]
     text4 = (DATA / "ompi_info_parsable.txt").read_text()
     s4 = lesson_transports.selections(parse_ompi_info(
         text4 + "mca:btl:vader:param:btl_vader_single_copy_mechanism:value:cma\n"))
     s5 = lesson_transports.selections(info5)
     assert list(s4) == ["default", "ob1+vader", "ob1+tcp", "no vader", "ob1+vader, no single copy",
-                        "ob1+vader, CMA", "ucx"]
+                        "ob1+vader, CMA", "ucx", "cm+ofi (tcp)"]
     assert s4["ob1+vader, CMA"].mca["btl_vader_single_copy_mechanism"] == "cma"
-    assert list(s5) == ["default", "ob1+sm", "ob1+tcp", "no sm", "ob1+sm, no single copy", "ob1+sm, CMA", "ucx"]
+    assert list(s5) == ["default", "ob1+sm", "ob1+tcp", "no sm", "ob1+sm, no single copy", "ob1+sm, CMA", "ucx",
+                        "cm+ofi (tcp)"]
+    assert s5["cm+ofi (tcp)"].mca == {"pml": "cm", "mtl": "ofi", "mtl_ofi_provider_include": "tcp"}
     assert s5["no sm"].mca == {"btl": "^sm"}
     assert s5["ob1+sm, no single copy"].mca["smsc"] == "^cma" and s5["ob1+sm, CMA"].mca["smsc"] == "cma"
     assert not any("vader" in str(sel.mca) for sel in s5.values())
@@ -204,3 +207,14 @@ def test_this_machines_shared_memory_btl_has_an_eager_limit():
     if not shutil.which("ompi_info"):
         pytest.skip("ompi_info not installed")
     assert eager_limit() == eager_limit(shm_btl()) > 0
+
+
+def test_the_mtl_selection_needs_pml_cm_and_mtl_ofi():
+    """Is notebook 02's cm/MTL selection offered only where ompi_info lists both the cm PML and the
+    ofi MTL?"""
+    from hpclab.course import lesson_transports
+
+    text4 = (DATA / "ompi_info_parsable.txt").read_text()
+    no_ofi = "\n".join(line for line in text4.splitlines() if not line.startswith("mca:mtl:ofi:")) + "\n"
+    assert "cm+ofi (tcp)" in lesson_transports.selections(parse_ompi_info(text4))
+    assert "cm+ofi (tcp)" not in lesson_transports.selections(parse_ompi_info(no_ofi))
