@@ -67,7 +67,7 @@ def test_dependency_row_is_measured_only_beyond_the_spread():
     assert yes.reproduced == "yes" and yes.evidence == "measured" and "3.7x" in yes.prediction
     noisy = fidelity.nonblocking_dependency(_dep([1.52, 1.589, 1.66], [1.45, 1.523, 1.6]))
     assert noisy.reproduced == "predicted" and noisy.evidence == "replayed" and "within the noise" in noisy.here
-    small = fidelity.nonblocking_dependency(_dep([1.52, 1.589, 1.66], [1.45, 1.523, 1.6], chain=(0.015, 0.01)))
+    small = fidelity.nonblocking_dependency(_dep([1.52, 1.589, 1.66], [1.45, 1.523, 1.6], chain=(0.012, 0.01)))
     assert small.reproduced == "partly" and small.evidence == "replayed"
     bare = fidelity.nonblocking_dependency(_dep([1.52, 1.589, 1.66], [1.45, 1.523, 1.6]).drop(columns="T_chain"))
     assert bare.reproduced == "no" and bare.evidence == "measured"

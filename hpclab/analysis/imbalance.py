@@ -661,10 +661,11 @@ def exchange_report(table: pd.DataFrame, unit: str = "ms per iteration") -> str:
     if nv.empty or nb.empty:
         raise HpclabError("the table needs naive and nonblocking runs", "pass dependency_table of both exchanges")
     out = []
-    for col, what in (("T_real", "measured run time (T_real)"), ("T_transfer", "transfer part"),
-                      ("T_depend", "dependency part")):
+    for col, what, u in (("T_real", "measured run time (T_real)", unit), ("T_transfer", "transfer part", "ms/iteration"),
+                         ("T_depend", "dependency part", "ms/iteration")):
+        # a part is larger or smaller ('higher'/'lower'); only the run time is slower or faster
         c = phrases.compare(list(nv[col]), list(nb[col]), a_name="the naive exchange", b_name="the non-blocking one",
-                            quantity=what, unit=unit)
+                            quantity=what, unit=u)
         out.append(f"- {c.sentence()}")
     return "\n".join(out)
 
@@ -712,8 +713,8 @@ def collective_wait_report(waits: pd.DataFrame, splits: dict, iterations: dict) 
 def eager_send_report(trace, window: tuple[int, int], eager: int) -> str:
     """One sentence on the blocking MPI_Send calls of `trace` (a measured trace with CPU times)
     inside `window` (ns) whose message is at most `eager` bytes: their median wall time and the
-    median CPU time the rank got inside them. An eager send only copies its message out; when its
-    wall time is much longer than its CPU time, the rank was switched out (descheduled) during it."""
+    median CPU time the rank got inside them, and so how much of the median call the rank was
+    switched out (descheduled) and how much it ran inside the MPI library."""
     from hpclab.analysis import phrases
 
     ev = trace.events
@@ -735,7 +736,7 @@ def eager_send_report(trace, window: tuple[int, int], eager: int) -> str:
     off = 1 - c.median / w.median if w.median > 0 else 0.0
     return (f"{n} eager MPI_Send call(s) (at most {eager} bytes) in this window last {span(wall)} of wall time, "
             f"of which the rank ran {span(cpu)}: for {off * 100:.0f} % of the median call it was switched out "
-            "(descheduled), not sending.")
+            f"(descheduled), and for {(1 - off) * 100:.0f} % it ran inside the MPI library.")
 
 
 def simulated_report(sim_table: pd.DataFrame, a: str, b: str) -> str:
