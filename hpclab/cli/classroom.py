@@ -1,9 +1,18 @@
-"""`hpclab classroom up | down | status`: a summer school on one machine (hpclab/classroom/)."""
+"""`hpclab classroom ...`: a summer school on one machine (hpclab/classroom/).
+
+    up | down | status            make or complete the room; stop it (keeps everything); say what it has
+    remove --yes-delete-student-data [--purge]
+                                  export the grades, archive the course and every home, then delete it
+    release | collect | feedback | export LAB
+                                  one step of a lab's round on the room's exchange, per student
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+LAB_HELP = "the lab (lab-transports, lab-scaling, lab-imbalance, lab-placement)"
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -22,8 +31,14 @@ def _up(args: argparse.Namespace) -> int:
 def _down(args: argparse.Namespace) -> int:
     from hpclab.classroom import room  # imported when the command runs
 
-    removed = room.down(purge=args.purge)
-    print(f"classroom down: removed {len(removed)} things" + (f" ({', '.join(removed[:6])}...)" if removed else ""))
+    print(room.down(purge=args.purge).render())
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    from hpclab.classroom import room  # imported when the command runs
+
+    print(room.remove(yes=args.yes_delete_student_data, purge=args.purge, archive_dir=args.archive_dir).render())
     return 0
 
 
@@ -34,16 +49,27 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _round_step(args: argparse.Namespace) -> int:
+    from hpclab.classroom import room  # imported when the command runs
+
+    step = {"release": room.release, "collect": room.collect, "feedback": room.feedback,
+            "export": room.export}[args.classroom_command]
+    print(step(args.lab).render())
+    return 0
+
+
 def add_commands(subparsers) -> None:
-    p = subparsers.add_parser("classroom", help="a summer school on this machine: accounts, hub, Slurm, grading")
-    sub = p.add_subparsers(dest="classroom_command", required=True)
-    u = sub.add_parser("up", help="create (or complete) the classroom; idempotent")
-    u.add_argument("--students", type=int, default=30)
-    u.add_argument("--instructors", type=int, default=1)
+    p = subparsers.add_parser("classroom", help="a summer school on this machine: accounts, hub, Slurm, grading",
+                              description="A summer school on this machine (README: 'Running a summer school'; "
+                                          "docs/classroom.md). Every command needs root.")
+    sub = p.add_subparsers(dest="classroom_command", required=True, metavar="COMMAND")
+    u = sub.add_parser("up", help="create (or complete, or bring back after 'down') the classroom; idempotent")
+    u.add_argument("--students", type=int, default=30, help="accounts student01..NN")
+    u.add_argument("--instructors", type=int, default=1, help="accounts instructor1..M")
     u.add_argument("--spawner", choices=["local", "slurm"], default="local",
-                   help="students' servers as local processes (default) or as Slurm jobs (batchspawner)")
+                   help="students' servers as local processes or as Slurm jobs (batchspawner)")
     u.add_argument("--bind", default="127.0.0.1", help="the hub's address (a room's LAN address for a real room)")
-    u.add_argument("--port", type=int, default=8000)
+    u.add_argument("--port", type=int, default=8000, help="the hub's port")
     u.add_argument("--ssl-cert", type=Path, help="TLS certificate (PEM) for a hub on the network")
     u.add_argument("--ssl-key", type=Path, help="its private key")
     u.add_argument("--server-memory-gb", type=float, default=1.0, help="memory limit of each student's server")
@@ -53,8 +79,29 @@ def add_commands(subparsers) -> None:
     u.add_argument("--cpus-per-student", type=int, default=2, help="CPUs per student (QOS)")
     u.add_argument("--wall-minutes", type=int, default=10, help="wall time of a student's job (QOS)")
     u.set_defaults(func=_up)
-    d = sub.add_parser("down", help="remove everything 'up' created (accounts, homes, hub, Slurm objects)")
-    d.add_argument("--purge", action="store_true", help="also remove the students' Python environment")
+    d = sub.add_parser("down", help="stop the hub and every student's server; keep accounts, homes, the course, "
+                                    "the gradebook and the Slurm account ('up' brings the room back)")
+    d.add_argument("--purge", action="store_true", help=argparse.SUPPRESS)   # refused with a pointer to remove
     d.set_defaults(func=_down)
+    r = sub.add_parser("remove", help="export the grades, archive the course and every home, then delete the "
+                                      "room (accounts, homes, course, Slurm account)")
+    r.add_argument("--yes-delete-student-data", action="store_true",
+                   help="required: without it, remove only says what it would delete")
+    r.add_argument("--purge", action="store_true",
+                   help="also remove the students' Python environment (packages only; 'up' rebuilds it)")
+    r.add_argument("--archive-dir", type=Path,
+                   help="where the archive and the grades go (root's, 0700; default: "
+                        "/var/backups/hpclab-classroom, or $HPCLAB_CLASSROOM_ARCHIVES)")
+    r.set_defaults(func=_remove)
     s = sub.add_parser("status", help="what the classroom has and whether its hub runs")
     s.set_defaults(func=_status)
+    for name, helptext in (("release", "release a lab to the room's exchange (students fetch it)"),
+                           ("collect", "collect the students' submissions of a lab and autograde them in the sandbox"),
+                           ("feedback", "release the autograded labs' feedback (students fetch it)"),
+                           ("export", "every grade as a new CSV in the course's exports/; per student, the lab's")):
+        q = sub.add_parser(name, help=helptext)
+        if name == "export":
+            q.add_argument("lab", nargs="?", help=LAB_HELP + "; every lab when left out")
+        else:
+            q.add_argument("lab", help=LAB_HELP)
+        q.set_defaults(func=_round_step)
