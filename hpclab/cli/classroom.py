@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-LAB_HELP = "the lab (lab-transports, lab-scaling, lab-imbalance, lab-placement)"
+LAB_HELP = "the lab, e.g. lab-transports (a wrong name is answered with the room's labs)"
 
 
 def _up(args: argparse.Namespace) -> int:
