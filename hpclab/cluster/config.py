@@ -400,7 +400,8 @@ def memory_enforcement() -> str:
     cgroup version this machine has."""
     if memory_cgroup():
         return (f"This machine mounts cgroup {cgroup_version()} with a writable memory hierarchy: the local "
-                "cluster's task/cgroup plugin (cgroup/v1) stops a job the moment it crosses its limit (OUT_OF_MEMORY).")
+                "cluster's task/cgroup plugin (cgroup/v1) stops a job step the moment its processes cross the "
+                "job's limit (the step's state: OUT_OF_MEMORY).")
     return (f"This machine mounts cgroup {cgroup_version()} without a memory hierarchy the local cluster may use: "
             "Slurm samples each step's memory every second and kills a step over its limit "
             "(JobAcctGatherParams=OverMemoryKill).")

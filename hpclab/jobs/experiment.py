@@ -615,3 +615,35 @@ def raise_for_failures(runs: list[Run]) -> None:
         hint = "read stderr and job.sh in the run folder; fix the spec and run again"
     cls = next(c for c in type(failures[0]).__mro__ if all(isinstance(f, c) for f in failures))
     raise cls(what, hint, runs=bad, failures=failures)
+
+
+def states_text(run: Run) -> str:
+    """The Slurm states of a run's job and of each of its steps, read from sacct, in words.
+
+    A job's state is its batch script's; each step the script starts (srun) has a state of its
+    own. When the memory limit stops a step, sacct marks that step OUT_OF_MEMORY; a script that
+    goes on after it and exits non-zero ends the job FAILED. Which of these happened is read from
+    the record, not assumed. Returns '' when accounting is unavailable or has no record."""
+    try:
+        records = slurm.sacct_records([str(run.job_id)])
+    except slurm.AccountingUnavailable:
+        return ""
+    job = next((r for r in records if r["JobIDRaw"] == str(run.job_id)), None)
+    if job is None:
+        return ""
+    steps = [r for r in records if r["JobIDRaw"].startswith(f"{run.job_id}.")]
+    listed = "; ".join(f"step {r['JobIDRaw']} ({r['JobName']}) {r['State']}, exit code {r['ExitCode']}"
+                       for r in steps)
+    text = (f"sacct: job {run.job_id} ended {job['State']}, exit code {job['ExitCode']}"
+            + (f"; {listed}." if listed else "."))
+    oom = [r["JobIDRaw"] for r in steps if r["State"].startswith("OUT_OF_MEMORY")]
+    if job["State"].startswith("OUT_OF_MEMORY"):
+        return text + " The job itself is marked OUT_OF_MEMORY: the limit stopped the batch script's own processes."
+    if oom:
+        return (text + f" The memory limit stopped step {', '.join(oom)}, which is why that step is OUT_OF_MEMORY; "
+                f"the job's state follows its batch script (step {run.job_id}.batch), which went on after "
+                f"that step and exited non-zero: {job['State']}.")
+    if memory_killed(run):
+        return (text + " No step is marked OUT_OF_MEMORY, although slurmstepd reported the kill in stderr: "
+                "a step killed by Slurm's own memory sampling ends by a signal (FAILED or CANCELLED).")
+    return text
