@@ -310,7 +310,7 @@ def oom_reason(run: Run, info: slurm.JobInfo) -> str:
         u = f"used about {asked:.0f} MB, all of it (the kernel's out-of-memory killer stopped it at the limit)"
     else:
         u = "Slurm recorded no usage sample"
-    return (f"ran out of memory: asked {a}, {u}; Slurm killed the job at its limit. Ask for more "
+    return (f"ran out of memory: asked {a}, {u}; Slurm stopped its step at the job's limit. Ask for more "
             f"with mem: or mem_per_cpu: in the spec, or make the problem smaller")
 
 
