@@ -72,10 +72,10 @@ def test_the_fallback_sentence_flips_with_the_sides():
     """Does the text name the TCP side as slower with one order and the vader side as faster with
     the other?"""
     table = _table(_reps("pingpong-vader", "default", 3), _reps("pingpong-tcp", "no vader", 3))
-    assert "no vader is" in transports.fallback_text(table, "default", "no vader").split(". ", 1)[1]
+    assert "'no vader' is" in transports.fallback_text(table, "default", "no vader").split(". ", 1)[1]
     c = transports.compare(table, "default", "no vader")
-    assert c.latency.winner == "default" and c.b_loses
-    assert c.latency.sentence().startswith("default is") and "faster" in c.latency.sentence()
+    assert c.latency.winner == "'default'" and c.b_loses
+    assert c.latency.sentence().startswith("'default' is") and "faster" in c.latency.sentence()
     assert "slower" in c.latency.swapped().sentence()
 
 

@@ -116,12 +116,13 @@ class PathComparison:
     @property
     def b_loses(self) -> bool:
         """Is b worse than a beyond the run-to-run spread, in latency or in bandwidth?"""
-        return self.a in (self.latency.winner, self.bandwidth.winner) and \
-            self.b not in (self.latency.winner, self.bandwidth.winner)
+        winners = (self.latency.winner, self.bandwidth.winner)
+        return self.latency.a_name in winners and self.latency.b_name not in winners
 
 
 def compare(table: pd.DataFrame, a: str, b: str, by: str = "label") -> PathComparison:
-    """Selections a and b of a pingpong table compared on their repetitions (see PathComparison).
+    """Selections a and b of a pingpong table compared on their repetitions (see PathComparison;
+    the comparisons name the sides in quotes, 'a' and 'b', since labels may hold commas).
     Raises HpclabError when either has no run in the table."""
     runs = per_run(table, by, size_range=None)
     missing = [x for x in (a, b) if x not in set(runs[by])]
@@ -134,9 +135,9 @@ def compare(table: pd.DataFrame, a: str, b: str, by: str = "label") -> PathCompa
             ra["largest_bytes"].iloc[0] != rb["largest_bytes"].iloc[0]:
         raise HpclabError(f"{a!r} and {b!r} were not measured up to the same largest message",
                           "compare runs made with the same max_bytes")
-    lat = phrases.compare(ra["latency_us"], rb["latency_us"], a_name=a, b_name=b,
+    lat = phrases.compare(ra["latency_us"], rb["latency_us"], a_name=f"'{a}'", b_name=f"'{b}'",
                           quantity="t(0 B)", unit="us", lower_is_better=True)
-    bw = phrases.compare(ra["largest_mb_s"], rb["largest_mb_s"], a_name=a, b_name=b,
+    bw = phrases.compare(ra["largest_mb_s"], rb["largest_mb_s"], a_name=f"'{a}'", b_name=f"'{b}'",
                          quantity=f"bandwidth of the {_size(largest)} message", unit="MB/s",
                          lower_is_better=False)
     used = report(table, by)

@@ -224,7 +224,7 @@ def transport_fallback(table, fast: str = "default", without: str | None = None)
     if c.transport[fast] == c.transport[without]:
         return make_row("transport-fallback", here, "no",
                         "Open MPI reported the same transport with and without the exclusion", runs)
-    lost = [q for q, cmp in (("latency", lat), ("bandwidth", bw)) if cmp.winner == fast]
+    lost = [q for q, cmp in (("latency", lat), ("bandwidth", bw)) if cmp.winner == cmp.b_name]   # b: fast
     if c.b_loses:
         return make_row("transport-fallback", here, "yes",
                         f"the run fell back to another transport without an error and lost {' and '.join(lost)} "
