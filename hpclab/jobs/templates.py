@@ -71,6 +71,11 @@ def sbatch_options(spec: Spec, site: Site, run_dir: Path) -> dict[str, str]:
         opts["ntasks-per-node"] = str(spec.ntasks_per_node)
     if spec.oversubscribe:
         opts["overcommit"] = ""
+        if spec.cpus_per_task == 1:
+            # Slurm 24.11 never starts a job that asks for more tasks than CPUs with --overcommit
+            # when --cpus-per-task is given, even =1 (PENDING, Resources; 22.05 ran it): 1 is the
+            # default, so leave it out and the job gets one CPU per node on every version.
+            del opts["cpus-per-task"]
     if getattr(spec, "mem", None):  # MB per node; Slurm's default per CPU applies otherwise
         opts["mem"] = f"{spec.mem}M"
     if getattr(spec, "mem_per_cpu", None):
