@@ -4,12 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# "a|b": either package (the first one the distribution offers is installed: Debian's linux-perf is
+# Ubuntu's linux-tools-common). "name?": installed where the distribution has it as a package
+# (Chromium serves the browser tests only, and Ubuntu ships it as a snap, which a set-up cannot use).
 SYSTEM_PACKAGES=(
   openmpi-bin libopenmpi-dev libpmix-dev
   slurm-wlm slurmdbd slurm-client munge mariadb-server
   hwloc libhwloc-dev numactl likwid
   gcc g++ make pkg-config python3-venv python3-dev
-  iproute2 util-linux procps valgrind linux-perf chromium bubblewrap
+  iproute2 util-linux procps valgrind "linux-perf|linux-tools-common" "chromium?" bubblewrap
   python3-otf2 otf2-tools
   # the classroom (make classroom): JupyterHub's proxy runs on node; modules come from Lmod;
   # students' servers run on Debian's own python3 (the one every account can execute)
@@ -33,30 +36,52 @@ if ! getent hosts "$(hostname)" >/dev/null 2>&1; then
 fi
 
 # 1. System packages -------------------------------------------------------------------------
-missing=()
-for pkg in "${SYSTEM_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+offered() { apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [^(]'; }
+missing=() required=0
+for entry in "${SYSTEM_PACKAGES[@]}"; do
+  IFS='|' read -r -a alternatives <<<"${entry%\?}"
+  have=0
+  for pkg in "${alternatives[@]}"; do installed "$pkg" && have=1 && break; done
+  ((have)) || { missing+=("$entry"); [[ $entry == *\? ]] || required=1; }
 done
-if ((${#missing[@]})); then
+# An optional package alone never starts an install (nor needs the network): it comes with the rest.
+if ((required)); then
   if ! command -v apt-get >/dev/null; then
     say "missing system packages: ${missing[*]}"
     say "this set-up knows Debian/Ubuntu (apt-get); install the equivalents with your package manager."
     exit 1
   fi
   if [[ $(id -u) -ne 0 ]]; then
+    names=(); for entry in "${missing[@]}"; do [[ $entry == *\? ]] || names+=("${entry%%|*}"); done
     say "missing system packages: ${missing[*]}"
     say "run this once, then 'make setup' again:"
-    echo "    sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}"
+    echo "    sudo apt-get update && sudo apt-get install -y --no-install-recommends ${names[*]}"
     exit 1
   fi
-  say "installing system packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
+  # Each entry becomes the first of its packages this distribution offers.
+  install=() unavailable=()
+  for entry in "${missing[@]}"; do
+    IFS='|' read -r -a alternatives <<<"${entry%\?}"
+    pick=""
+    for pkg in "${alternatives[@]}"; do offered "$pkg" && pick=$pkg && break; done
+    if [[ -n $pick ]]; then install+=("$pick")
+    elif [[ $entry == *\? ]]; then say "not packaged here, skipped (optional): ${entry%\?}"
+    else unavailable+=("$entry"); fi
+  done
+  if ((${#unavailable[@]})); then
+    say "this distribution offers none of: ${unavailable[*]} ($(. /etc/os-release && echo "$PRETTY_NAME"))"
+    say "check its package names (apt-cache search) and the README's list of distributions tried"
+    exit 1
+  fi
+  say "installing system packages: ${install[*]}"
   # Debian's postinst scripts try to start munge/mariadb/slurm services; the project starts its
   # own daemons, so policy-rc.d tells invoke-rc.d not to start anything during the install.
   policy=/usr/sbin/policy-rc.d; had_policy=0; [[ -e $policy ]] && had_policy=1
   if ((!had_policy)); then printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; fi
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  apt-get install -y -q --no-install-recommends "${install[@]}"
   ((had_policy)) || rm -f "$policy"
 else
   say "system packages: all present"
