@@ -82,9 +82,16 @@ def count(n: int, iters: int, ranks: int, extra_args=(), experiment: str = "04-p
         if res is None or res.returncode != 0:
             raise HpclabError(f"callgrind_annotate could not read {out}", "is the file complete? count again")
         (folder / f"annotate-self.{r}.txt").write_text(res.stdout)
-        phases = profilers.solver_phases(profilers.parse_callgrind_annotate(res.stdout))
-        rows += [{"rank": r, "phase": p, "instructions": float(v)} for p, v in zip(phases["phase"], phases["self"])]
-    return InstructionCounts(ranks, n, iters, folder, pd.DataFrame(rows))
+        rows.append(phase_counts(res.stdout).assign(rank=r))
+    return InstructionCounts(ranks, n, iters, folder, pd.concat(rows, ignore_index=True)[["rank", "phase", "instructions"]])
+
+
+def phase_counts(annotate_text: str) -> pd.DataFrame:
+    """One rank's instructions per solver phase (phase, instructions), from callgrind_annotate's
+    self counts (--inclusive=no)."""
+    functions = profilers.parse_callgrind_annotate(annotate_text).rename(columns={"count": "self"})
+    phases = profilers.solver_phases(functions)
+    return pd.DataFrame({"phase": phases["phase"], "instructions": phases["self"].astype(float)})
 
 
 def cycles_status() -> str:
