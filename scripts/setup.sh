@@ -37,7 +37,8 @@ fi
 
 # 1. System packages -------------------------------------------------------------------------
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-offered() { apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [^(]'; }
+# (captured, not piped into grep -q: with pipefail, grep's early exit would fail apt-cache by SIGPIPE)
+offered() { local policy; policy=$(apt-cache policy "$1" 2>/dev/null); [[ $policy =~ Candidate:\ [^\(] ]]; }
 missing=() required=0
 for entry in "${SYSTEM_PACKAGES[@]}"; do
   IFS='|' read -r -a alternatives <<<"${entry%\?}"
