@@ -96,3 +96,9 @@ def test_factors_show_what_the_parts_leave_unexplained():
     text = phrases.factors(10.0, {"a": 2.0, "b": 2.0})
     assert "2.5x (not explained by the parts)" in text
     assert phrases.factors(0, {"a": 2.0}).startswith("not comparable")
+
+
+def test_factors_in_opposite_directions_get_no_shares():
+    """A factor below 1 in a total above 1 is not a share of it: no log shares are given."""
+    text = phrases.factors(0.46, {"the shared core": 0.73, "busy-polling": 2.0, "yielding": 0.315})
+    assert "pull in opposite directions" in text and "log scale" not in text

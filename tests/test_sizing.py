@@ -84,6 +84,7 @@ def test_stream_arrays_are_four_times_the_last_level_cache(plans):
             assert p.stream_per_rank(ranks) * ranks >= p.stream_elements
             assert p.stream_bytes(ranks) == 24 * p.stream_per_rank(ranks)
         assert 3 * 8 * p.cache_elements <= p.llc_bytes / 4
+        assert p.cache_elements <= sizing.CACHE_MAX_ELEMENTS
 
 
 @needs_lstopo

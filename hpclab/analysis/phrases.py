@@ -230,8 +230,11 @@ def factors(total: float, parts: dict[str, float], *, what: str = "in all") -> s
         named["not explained by the parts"] = rest
     body = " x ".join(f"{_num(v, 2)}x ({k})" for k, v in named.items())
     head = f"{_num(total, 2)}x {what} = {body}"
-    log_total = sum(abs(math.log(v)) for v in named.values())
+    log_total = math.log(total)
     if log_total == 0:
         return head
-    shares = " and ".join(pct(abs(math.log(v)) / log_total) for v in named.values())
+    if any(math.log(v) / log_total < 0 for v in named.values() if v != 1):
+        # a factor that works against the total has no share of it: say so instead
+        return f"{head}; the factors pull in opposite directions, so none is a share of the total"
+    shares = " and ".join(pct(math.log(v) / log_total) for v in named.values())
     return f"{head}; on a log scale {shares}"

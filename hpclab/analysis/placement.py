@@ -105,9 +105,13 @@ def pitfall_fidelity(rates: pd.DataFrame, cache_rates: pd.DataFrame | None = Non
         verdict, why = "partly", (f"the pitfall lost {phrases.pct(lost)} of fix 1's bandwidth, beyond the spread but "
                                   f"less than the 'most' of the claim; {shared}; on memory-resident arrays the shared "
                                   "core keeps the share of the memory bandwidth one core can draw")
+    elif cmp.winner is None:
+        verdict, why = "no", (f"no difference beyond the spread of these runs on memory-resident arrays ({shared}); "
+                              f"fix 1 spans {phrases.Spread.text(cmp.a, 'MB/s')}, the pitfall "
+                              f"{phrases.Spread.text(cmp.b, 'MB/s')}")
     else:
-        verdict, why = "no", (f"no loss beyond the spread on memory-resident arrays ({shared}): here one core draws "
-                              "about as much memory bandwidth as two")
+        verdict, why = "no", (f"the pitfall's bandwidth was higher than fix 1's, beyond the spread, on memory-resident "
+                              f"arrays ({shared})")
     if cache_rates is not None:
         try:
             sp = pitfall_split(summary(cache_rates))

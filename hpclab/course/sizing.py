@@ -39,6 +39,10 @@ PLACEMENT_WIDE_CORES = 8
 # topologies and small VMs report little memory; the rest is for the OS and other jobs).
 MEMORY_SHARE = 0.5
 STREAM_ARRAYS = 3  # a, b, c
+# The in-cache regime's arrays for the whole node: at most a quarter of the last-level cache, and
+# at most this many doubles per array (24 MB for three), so repetitions stay short and the jobs
+# cheap even where hwloc reports a last-level cache of hundreds of MB.
+CACHE_MAX_ELEMENTS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,8 @@ class LessonPlan:
     stream_memory_resident: False when memory is too small to hold such arrays (then
     stream_elements is capped and the rates are partly cache).
     cache_elements: doubles per array for the whole node whose three arrays fill at most a
-    quarter of the last-level cache (the in-cache regime, named as such wherever it is shown).
+    quarter of the last-level cache, capped at CACHE_MAX_ELEMENTS (the in-cache regime, named
+    as such wherever it is shown).
     placement_ranks: ranks of the placement lesson (notebook 03, lab-placement).
     scaling_ranks: rank counts of notebook 04's series (1, then powers of two up to the cores).
     imbalance_ranks: ranks notebook 05 traces; imbalance_dedicated: True when each gets its own
@@ -129,7 +134,8 @@ def plan(topology: hwloc.Topology) -> LessonPlan:
     if memory and STREAM_ARRAYS * roofline.WORD * elements > MEMORY_SHARE * memory:
         elements = int(MEMORY_SHARE * memory / (STREAM_ARRAYS * roofline.WORD)) // 1_000_000 * 1_000_000
         resident = elements * roofline.WORD >= roofline.MEMORY_FACTOR * assumed_llc
-    cache_elements = max(10_000, int(assumed_llc / 4 / (STREAM_ARRAYS * roofline.WORD)) // 10_000 * 10_000)
+    cache_elements = max(10_000, min(CACHE_MAX_ELEMENTS,
+                                     int(assumed_llc / 4 / (STREAM_ARRAYS * roofline.WORD)) // 10_000 * 10_000))
 
     placement_ranks = 4 if cores >= PLACEMENT_WIDE_CORES else 2
     scaling = _powers_of_two(min(cores, SCALING_MAX_RANKS))
