@@ -374,8 +374,9 @@ def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.Dat
     if not cached.empty:
         nc = int(cached["n"].max())
         in_cache = [v / 1e6 for v in rates.loc[(rates["n"] == nc) & (rates["variant"] == variant), "lups"]]
-        drop = phrases.compare(in_cache, solver, a_name=f"n={nc} (in {cached.set_index('n').loc[nc, 'residency']})",
-                               b_name=f"n={n} (from memory)", quantity="updates per second", unit="M/s",
+        drop = phrases.compare(in_cache, solver,
+                               a_name=f"the grid n={nc} (in {cached.set_index('n').loc[nc, 'residency']})",
+                               b_name=f"the grid n={n} (from memory)", quantity="updates per second", unit="M/s",
                                lower_is_better=False)
     best_roof = max(roofs)
     share = phrases.Spread.of(solver).median / best_roof

@@ -58,15 +58,17 @@ def configs_for(cores: int, exchange: str = "sendrecv", ranks: list[int] | None 
     return out
 
 
-def triad_specs(size: int, repetitions: int, experiment: str = "roofline", cores: int | None = None) -> list:
+def triad_specs(size: int, repetitions: int, experiment: str = "roofline", cores: int | None = None,
+                reps: int = 10) -> list:
     """STREAM specs measuring one bound rank's bandwidth (the roofline's memory term; read it
     with roofline.memory_roof). size: doubles per array, roofline.stream_elements(LLC) so each
     array is at least 4x the last-level cache. cores: the node's cores; when given, the job takes
-    the whole node (roofline.alone_on_the_node) so no other job shares its memory bus."""
+    the whole node (roofline.alone_on_the_node) so no other job shares its memory bus. reps: timed
+    repetitions inside each run (STREAM's 10 by default; fewer keep arrays of gigabytes short)."""
     fields = roofline.alone_on_the_node(cores) if cores else {"binding": {"cpu_bind": "cores"}, "omp": {"num_threads": 1}}
     case = lesson_placement.Case("1 rank, arrays >= 4x the last-level cache", fields,
                           "one core streaming arrays far larger than the caches", ntasks=1)
-    return lesson_placement.specs([case], size=size, reps=10, repetitions=repetitions, experiment=experiment)
+    return lesson_placement.specs([case], size=size, reps=reps, repetitions=repetitions, experiment=experiment)
 
 
 def look_first_quiz(rows, label: str) -> dict:
