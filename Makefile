@@ -11,6 +11,8 @@ PYTEST_ARGS ?=
 help:
 	@echo "make course        set up, start the local cluster, run every notebook and lab, write the report"
 	@echo "make test          set up, start the local cluster, run the tests"
+	@echo "make test-fast     for contributors: the quick tests that need no cluster (never starts it)"
+	@echo "make lock          requirements.lock from pyproject.toml (after changing a pin)"
 	@echo "make lab           JupyterLab on localhost with the course"
 	@echo "make bench         benchmarks into build/bench/"
 	@echo "make grade-demo    grade a simulated class with nbgrader (one line per student)"
@@ -46,6 +48,18 @@ course: cluster-up
 
 test: cluster-up
 	@$(PY) -m pytest $(PYTEST_ARGS)
+
+# For contributors, meant to take under 2 minutes: every test that needs neither the cluster nor
+# the classroom and is not slow. tests/conftest.py marks a test that uses either fixture (and the slow ones), so
+# none of these starts the cluster; make test runs them all.
+.PHONY: test-fast
+test-fast: setup
+	@$(PY) -m pytest -m "not cluster and not classroom and not slow" $(PYTEST_ARGS)
+
+# requirements.lock (every Python package with its hashes) from pyproject.toml: scripts/lock.sh.
+.PHONY: lock
+lock:
+	@bash scripts/lock.sh
 
 bench: cluster-up
 	@$(PY) bench/run_all.py

@@ -110,7 +110,8 @@ else
   pip=(.venv/bin/pip install -q --disable-pip-version-check)
   "${pip[@]}" --require-hashes --no-deps -r requirements-build.lock
   MPICC=mpicc "${pip[@]}" --require-hashes --no-build-isolation --no-binary mpi4py -r requirements.lock
-  "${pip[@]}" --no-deps --no-build-isolation -e .
+  # (setuptools warns at every editable install that a folder named like the package may shadow it)
+  PYTHONWARNINGS=ignore "${pip[@]}" --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
   say "python environment: ready ($(grep -cE '^[A-Za-z0-9]' requirements.lock) locked packages)"
 fi

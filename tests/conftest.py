@@ -69,3 +69,68 @@ def mpi_env(monkeypatch):
     """Let mpirun run as root (CI and the course VM run as root)."""
     monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
     monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+
+
+# Tests that need no cluster but run real programs for seconds each (valgrind and perf, STREAM at
+# full size, nbgrader's conversions, Chromium, MPI runs of the kernels, long replays): marked `slow`
+# here, so `make test-fast` stays under 2 minutes on 2 cores; `make test` runs them. An entry is a
+# test file, or a file::test (every parametrisation of it). tests/test_fast_tier.py checks that each
+# one still names a test.
+SLOW_WITHOUT_CLUSTER = (
+    "tests/test_browser.py",
+    "tests/test_course.py::test_runner_reports_failures_and_keeps_earlier_reports",
+    "tests/test_fidelity.py::test_course_run_writes_fidelity_json_and_the_table",
+    "tests/test_grading.py::test_new_course_has_an_exchange_nbgrader_accepts",
+    "tests/test_grading.py::test_reference_entry_points_answer_in_one_line",
+    "tests/test_grading.py::test_reference_without_data_is_a_clear_error",
+    "tests/test_grading.py::test_release_removes_solutions_and_hidden_tests",
+    "tests/test_grading_sandbox.py::test_kernel_nbgrader_talks_to_is_inside_and_bounded_in_time",
+    "tests/test_grading_sandbox.py::test_limits_stop_memory_processes_files_and_time",
+    "tests/test_hotspots.py::test_a_real_memory_resident_run_stays_below_its_roof",
+    "tests/test_hotspots.py::test_annotated_source_shows_the_residuum_lines",
+    "tests/test_hotspots.py::test_callgrind_counts_are_exact_and_linear_in_iterations",
+    "tests/test_hotspots.py::test_callgrind_totals_match_valgrind_summary",
+    "tests/test_hotspots.py::test_failed_profile_keeps_its_folder_and_says_why",
+    "tests/test_hotspots.py::test_fused_residuum_gives_identical_results",
+    "tests/test_hotspots.py::test_perf_record_finds_the_compute_loops",
+    "tests/test_interactive.py::test_mpi4py_pingpong_reports_half_round_trips",
+    "tests/test_kernels.py::test_naive_exchange_above_the_eager_limit_serialises_but_finishes_with_the_same_answer",
+    "tests/test_kernels.py::test_poisson_gives_the_same_answer_for_every_grid_and_exchange",
+    "tests/test_kernels.py::test_poisson_rectangle_validates_and_any_grid_gives_the_same_answer",
+    "tests/test_otf2.py::test_cli_writes_the_archive_says_how_to_open_it_and_reads_it_back",
+    "tests/test_otf2.py::test_round_trip_of_a_traced_poisson_run_is_exact",
+    "tests/test_otf2.py::test_traced_poisson_run_exports_every_call_and_message",
+    "tests/test_plots.py::test_latency_bandwidth_per_transport",
+    "tests/test_runs.py::test_killed_writer_leaves_index_consistent",
+    "tests/test_spec.py::test_spec_files_that_are_not_specs",
+    "tests/test_variants.py::test_variant_is_built_beside_the_course_binary",
+    "tests/trace/test_cli_trace.py::test_trace_command_prints_violations_profile_split_and_writes_plots",
+    "tests/trace/test_links.py::test_plenty_of_links_give_the_contention_free_times",
+    "tests/trace/test_replay_reference.py::test_matching_is_the_old_matching",
+    "tests/trace/test_replay_reference.py::test_poisson_replay_is_bit_identical_to_the_old_replay",
+    "tests/trace/test_replay_reference.py::test_random_programs_replay_as_before_including_problems_and_deadlocks",
+    "tests/trace/test_rest_real.py::test_more_ranks_than_cores_leave_most_of_the_time_as_the_rest",
+    "tests/trace/test_split.py::test_five_parts_sum_to_the_real_time_and_the_rest_is_the_switched_out_time",
+    "tests/trace/test_split.py::test_split_sums_to_total_on_random_traces",
+    "tests/trace/test_tracer.py::test_poisson_traced_has_its_regions",
+)
+
+
+def _listed_slow(nodeid: str) -> bool:
+    name = nodeid.split("[", 1)[0]
+    return any(name == entry or name.startswith(entry + "::") for entry in SLOW_WITHOUT_CLUSTER)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks by what a test uses, so that `make test-fast` (-m "not cluster and not classroom and
+    not slow") never starts the cluster: a test that uses the cluster or the classroom fixture,
+    directly or through another fixture, carries the `cluster` or `classroom` mark even where its
+    module forgot it; the tests of SLOW_WITHOUT_CLUSTER carry `slow`."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if "cluster" in used:
+            item.add_marker(pytest.mark.cluster)
+        if "classroom" in used:
+            item.add_marker(pytest.mark.classroom)
+        if _listed_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
