@@ -603,8 +603,8 @@ def mapping_time(sims: dict, measured=None, runs=(), linear: str = "2D 24x16",
             return make_row("mapping-time", here, "yes", "measured: the blocked mapping is faster beyond the spread of the runs",
                             runs, beyond_spread=True, prediction=prediction)
         why = ("measured: the blocked mapping was slower here, beyond the spread" if cmp.beyond_spread else
-               "measured: the two mappings cannot be told apart on this machine (ranks sharing cores wait longer for a "
-               "core than the link costs); only the simulation shows a gain")
+               "measured: the two mappings cannot be told apart within the spread of the runs on this machine; the "
+               "prediction column says what the simulation shows")
         return make_row("mapping-time", here, "no", why, runs, prediction=prediction)
     if gain is None:
         return make_row("mapping-time", "-", "not shown", "neither measured nor simulated here", runs)
