@@ -81,7 +81,7 @@ def test_callgrind_slowdown_sentence_uses_the_plain_runs_spread():
     prof = profilers.Profile("callgrind", "instructions", Path("x"), [], pd.DataFrame(),
                              {"results": {"wall_time": 0.50}})
     said = profilers.slowdown(prof, [0.010, 0.011, 0.012])
-    assert "0.0110 s (0.0100-0.0120, 3 runs)" in said and phrases.ratio(0.5, 0.011) in said
+    assert "11.0 ms (10.0-12.0, 3 runs)" in said and phrases.ratio(0.5, 0.011) in said
 
 
 def test_notebook_04_takes_its_rank_counts_from_the_plan():
