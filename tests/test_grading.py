@@ -291,13 +291,16 @@ def _grade_full_and_unchanged(lab, runs, tmp_path):
 
 @pytest.fixture(scope="module")
 def traced_run(cluster, tmp_path_factory):
-    """{traced: run folder}: a real traced two-rank Poisson run (as lab-imbalance's Measure cell)."""
+    """{traced: run folder, pingpong: run folder}: a real traced two-rank Poisson run, the first
+    rank twice as heavy, and the ping-pong of the network model (as lab-imbalance's Measure cell)."""
     from hpclab.jobs import experiment
 
-    spec = {"experiment": "lab-imbalance", "kernel": "poisson", "ntasks": 2, "label": "traced",
-            "trace": True, "args": {"n": 301, "grid": "1x2", "iters": 100}}
-    done = experiment.run(spec, progress=False, timeout=600, root=tmp_path_factory.mktemp("runs"))
-    return {"traced": done[0].path}
+    traced = {"experiment": "lab-imbalance", "kernel": "poisson", "ntasks": 2, "label": "traced",
+              "trace": True, "args": {"n": 300, "grid": "2x1", "heavy": 2, "iters": 100}}
+    pingpong = {"experiment": "lab-imbalance", "kernel": "pingpong", "ntasks": 2, "label": "pingpong",
+                "args": {"max_bytes": 65536}}
+    done = experiment.run([traced, pingpong], progress=False, timeout=600, root=tmp_path_factory.mktemp("runs"))
+    return {"traced": done[0].path, "pingpong": done[1].path}
 
 
 @pytest.mark.cluster

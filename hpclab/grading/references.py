@@ -118,20 +118,26 @@ def _reference_scaling(lab_dir: Path) -> dict:
 
 
 def _reference_imbalance(lab_dir: Path) -> dict:
-    from hpclab.trace import load, mapping, split   # pandas: costly, see above
+    from hpclab.analysis import imbalance   # pandas: costly, see above
+    from hpclab.trace import load, mapping, split
 
     labdata.verify(lab_dir)
-    parts = split.split(load.load_run(labdata.run_dir("traced", lab_dir), cache=False))
+    # notebook 05's five parts: the model is fitted to the student's own ping-pong
+    rows = labdata.table("pingpong", lab_dir)[["bytes", "t_usec"]].to_dict("records")
+    parts = split.split(load.load_run(labdata.run_dir("traced", lab_dir), cache=False),
+                        model=imbalance.pingpong_model(rows))
     counts = {name: mapping.internode_messages(8, 8, fn(8, 8, 4))
               for name, fn in (("linear", mapping.linear_mapping),
                                ("blocked", mapping.blocked_mapping))}
     best = min(counts, key=counts.get)
     # interpretation: the largest part after compute; the split cannot place the time the ranks
     # were switched out while computing (T_off_cpu), so parts closer than that are both accepted
-    sizes = {"load imbalance": parts.T_load, "dependency": parts.T_depend, "transfer": parts.T_transfer}
+    sizes = {"load imbalance": parts.T_load, "dependency": parts.T_depend, "transfer": parts.T_transfer,
+             "rest": parts.T_rest}
     noise = float(parts.T_off_cpu) if parts.T_off_cpu > 0 else 0.0   # NaN or none: 0
     return {"T_load": parts.T_load * 1e-9, "T_depend": parts.T_depend * 1e-9,
-            "T_transfer": parts.T_transfer * 1e-9, "ideal_speedup": parts.T_real / parts.T_ideal,
+            "T_transfer": parts.T_transfer * 1e-9, "T_rest": parts.T_rest * 1e-9,
+            "ideal_speedup": parts.T_real / parts.T_ideal,
             "best_mapping": best, "best_internode": counts[best],
             "off_cpu": noise * 1e-9,
             "largest_part": accepted(sizes, {k: noise / 2 for k in sizes})}
