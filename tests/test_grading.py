@@ -325,15 +325,18 @@ def placement_runs(cluster, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     stream = {"experiment": "lab-placement", "kernel": "stream", "ntasks": 2,
               "omp": {"num_threads": 1}, "args": {"size": 100_000, "reps": 10}}
-    specs = [dict(stream, label="distinct", launcher="srun", binding={"cpu_bind": "cores"}),
+    specs = [dict(stream, label="distinct", launcher="srun", binding={"cpu_bind": "cores"}, repetitions=3),
              dict(stream, label="unbound", launcher="mpirun",
-                  binding={"map_by": "core", "bind_to": "none"})]
+                  binding={"map_by": "core", "bind_to": "none"}, repetitions=3)]
     cases = lesson_placement.PITFALL_CASES[:2]
     specs += lesson_placement.specs(cases, size=100_000, reps=10, repetitions=2, experiment="lab-placement")
     done = experiment.run(specs, progress=False, timeout=600, root=root)
     name = {cases[0].label: "pitfall", cases[1].label: "fix"}
-    out = {"distinct": done[0].path, "unbound": done[1].path}
-    for run in done[2:]:
+    out = {}
+    for run in done[:6]:   # each placement three times: role, role-2, role-3 (as the lab's place() packs them)
+        role = next(r for r in references.PLACEMENT_AGAIN[run.spec.label] if r not in out)
+        out[role] = run.path
+    for run in done[6:]:
         role = next(r for r in references.PLACEMENT_ROLES[name[run.spec.label]] if r not in out)
         out[role] = run.path
     return out
@@ -348,6 +351,26 @@ def test_placement_reference_grades_only_the_packed_sections(placement_runs, tmp
     assert ref["binding"] == {"distinct": {"cpu_bind": "cores"}}
     assert all(len(s) == 1 for s in ref["allowed"]["distinct"].values())
     assert "lost" not in ref and "job_mb_s" not in ref
+
+
+@pytest.mark.cluster
+def test_placement_reference_calls_a_winner_only_beyond_the_spread(placement_runs, tmp_path):
+    """With both placements packed three times, is (c)'s answer the phrase module's verdict on the
+    six runs (a winner only when the ranges do not overlap, else 'tie'), and with one run each
+    always 'tie'?"""
+    from hpclab.analysis import phrases
+
+    labdata.pack({r: placement_runs[r] for r in (*references.PLACEMENT_AGAIN["distinct"],
+                                                 *references.PLACEMENT_AGAIN["unbound"])}, tmp_path)
+    ref = references.reference("lab-placement", tmp_path)
+    cmp = phrases.compare(ref["triad_mb_s"]["bound"], ref["triad_mb_s"]["unbound"], a_name="bound",
+                          b_name="unbound", lower_is_better=False)
+    assert len(ref["triad_mb_s"]["bound"]) == len(ref["triad_mb_s"]["unbound"]) == 3
+    assert ref["faster_placement"] == [cmp.winner or "tie"]
+    one = tmp_path / "one"
+    one.mkdir()
+    labdata.pack({r: placement_runs[r] for r in ("distinct", "unbound")}, one)
+    assert references.reference("lab-placement", one)["faster_placement"] == ["tie"]
 
 
 @pytest.mark.cluster
