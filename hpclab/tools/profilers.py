@@ -283,27 +283,23 @@ def callgrind(n: int = 256, iters: int = 30, experiment: str = "06-hotspots", sl
 
 def native_seconds(profile: Profile, repetitions: int = 3, experiment: str = "06-hotspots", slurm: bool = True,
                    timeout: float = 600.0) -> list[float]:
-    """The profiled run again without the profiler: the same binary and arguments, `repetitions`
-    times in a row in one plain one-task job step (one wait in the queue, not one per run).
-    Returns the solver's own solve time (wall_time of each result-<i>.json, seconds); the folder
-    stays beside the profiles."""
+    """The profiled run again without the profiler: the same binary and arguments as a plain
+    one-task job step, `repetitions` times (one step each: an MPI program initialises once per
+    step). Returns the solver's own solve time (result.json's wall_time, seconds) of each run;
+    each run keeps its folder beside the profiles. timeout covers the wait in the queue."""
     exe = profile.meta.get("binary")
     if not exe:
         raise HpclabError("the profile does not name the binary it ran", "profile with callgrind() or perf_record()")
     if not isinstance(repetitions, int) or repetitions < 1:
         raise HpclabError(f"repetitions={repetitions!r}", "run the plain solver at least once")
-    folder = _new_folder(experiment)
-    prefix, env = _launch_prefix(slurm, "00:05:00")
-    args = _solver_args(profile.meta["n"], profile.meta["iters"], profile.meta.get("extra_args"))[:-2]  # no --json
-    loop = (f'for i in $(seq 1 {repetitions}); do "$0" "$@" --json result-$i.json || exit 1; done; '
-            "cp result-1.json result.json")
-    _run(folder, [*prefix, "sh", "-c", loop, str(exe), *args], env, timeout, "plain run")
     out = []
-    for i in range(1, repetitions + 1):
-        doc = json.loads((folder / f"result-{i}.json").read_text())
-        if not doc.get("validation", {}).get("ok"):
-            raise HpclabError(f"plain run {i} did not validate: {doc.get('validation')}", f"see {folder / 'stdout'}")
-        out.append(float(doc["results"]["wall_time"]))
+    for _ in range(repetitions):
+        folder = _new_folder(experiment)
+        prefix, env = _launch_prefix(slurm, "00:05:00")
+        argv = [*prefix, str(exe), *_solver_args(profile.meta["n"], profile.meta["iters"],
+                                                  profile.meta.get("extra_args"))]
+        _run(folder, argv, env, timeout, "plain run")
+        out.append(float(_result(folder)["results"]["wall_time"]))
     return out
 
 
