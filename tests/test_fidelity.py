@@ -32,7 +32,8 @@ def test_collect_lists_every_claim_and_marks_unrecorded_ones(tmp_path, monkeypat
     assert all(r.reproduced == "not shown" and "no notebook recorded" in r.why for r in others)
     out = fidelity.write_json(rows, tmp_path / "fidelity.json")
     data = json.loads(out.read_text())
-    assert {tuple(sorted(d)) for d in data} == {("claim", "here", "id", "reproduced", "runs", "seed", "why")}
+    assert {tuple(sorted(d)) for d in data} == {("claim", "evidence", "here", "id", "prediction", "reproduced", "runs",
+                                                 "seed", "why")}
     assert "<table>" in fidelity.html_table(rows)
 
 
