@@ -12,7 +12,10 @@ hpclab.plots.trace. Here:
 - `subdomain_specs(...)`, `measure_subdomains(...)`: single-rank runs of each simulated case's
   subdomain shape, as real Slurm jobs;
 - `mapping_specs(...)`, `measure_mapping(...)`: the linear against a blocked rank-to-node
-  mapping, traced on virtual nodes.
+  mapping, traced on virtual nodes;
+- `node_plan`, `dedicated_setup(...)`, `dedicated_specs(...)`, `measure_dedicated(...)`,
+  `dedicated_model(...)`: the split measured with a core per rank, on the node's own cores or on
+  one-core virtual nodes (hpclab.course.sizing decides which).
 """
 
 from __future__ import annotations
