@@ -126,13 +126,14 @@ def runs_root(tmp_path, monkeypatch, cluster):
     return tmp_path / "runs"
 
 
-def _record(name: str, table) -> None:
+def _record(name: str, table, carried: str) -> None:
     """Keep t(0 B) and the 4 MiB bandwidth of this library's run in build/mpi-libraries/pingpong.json."""
     out = paths.build_dir() / "mpi-libraries" / "pingpong.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     seen = json.loads(out.read_text()) if out.is_file() else {}
     row0, big = table[table["bytes"] == 0].iloc[0], table[table["bytes"] == 4 << 20].iloc[0]
-    seen[name] = {"t0_usec": float(row0["t_usec"]), "mbytes_per_sec_4MiB": float(big["mbytes_per_sec"])}
+    seen[name] = {"t0_usec": float(row0["t_usec"]), "mbytes_per_sec_4MiB": float(big["mbytes_per_sec"]),
+                  "transport": carried}
     out.write_text(json.dumps(seen, indent=1, sort_keys=True) + "\n")
 
 
@@ -140,8 +141,8 @@ def _record(name: str, table) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_a_pingpong_runs_with_each_library_and_names_it(name, runs_root):
     """Does a 2-rank ping-pong up to 4 MiB, built with and started for library <name>, complete
-    through Slurm, report that library's MPI_Get_library_version and leave its own description in
-    the provenance?"""
+    through Slurm, report that library's MPI_Get_library_version, say what carried the messages
+    and leave its own description in the provenance?"""
     lib = _installed(name)
     spec = make_spec(kernel="pingpong", ntasks=2, mpi=name, args={"reps": 100}, experiment="mpi-libraries",
                      time="00:05:00")
@@ -153,7 +154,9 @@ def test_a_pingpong_runs_with_each_library_and_names_it(name, runs_root):
     assert (run.folder.provenance / "mpi-library.txt").stat().st_size > 0
     table = run.table()
     assert {0, 4 << 20} <= set(table["bytes"])
-    _record(name, table)
+    carried = mpi_libraries.transport_said(name, (run.path / "stdout").read_text() + (run.path / "stderr").read_text())
+    assert carried, f"{name} did not say what carried the messages ({lib.report_env})"
+    _record(name, table, carried)
 
 
 @pytest.mark.cluster

@@ -87,6 +87,7 @@ class MpiLibrary:
     refused: dict[str, str] = field(default_factory=dict)
     report_env: dict[str, str] = field(default_factory=dict)
     report_command: tuple[str, ...] = ()
+    report_pattern: str = ""  # a regex whose group 1, found in the run's stdout or stderr, names the transport
     selection: tuple[str, ...] = ()
     abi: bool = False
     components_command: tuple[str, ...] | None = None  # lists its MCA components (Open MPI only)
@@ -150,6 +151,7 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         # the ping-pong kernel reads the PML and BTL itself (src/pingpong/transport.c); 4.1 has
         # no comm_method hook
         report_env={},
+        report_pattern=r"^btl\s*=\s*(\S+)",
         report_command=("{bin}/ompi_info", "--parsable"),
         components_command=("{bin}/ompi_info", "--parsable", "--all"),
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl"),
@@ -166,6 +168,7 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         },
         # the comm_method hook prints the PML and the BTL/MTL of every pair of ranks at MPI_Finalize
         report_env={"OMPI_MCA_hook_comm_method_display": "mpi_finalize"},
+        report_pattern=r"on-host:\s+all connections are (\S+)",
         report_command=("{bin}/ompi_info", "--parsable"),
         components_command=("{bin}/ompi_info", "--parsable", "--all"),
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "UCX_TLS", "FI_PROVIDER"),
@@ -186,9 +189,10 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         },
         # the CH4 device's summary: the netmod, the libfabric provider or the UCX transports
         report_env={"MPIR_CVAR_DEBUG_SUMMARY": "1"},
+        report_pattern=r"^==== (\w+) netmod Capability ====",
         report_command=("{bin}/mpichversion",),
         selection=("MPIR_CVAR_CH4_NETMOD", "FI_PROVIDER", "UCX_TLS"),
-        abi=True,
+        abi=True,  # the 5.0.11 Open MPI wheel and Debian's 4.1.4 ship no libmpi_abi.so.1
     ),
 )
 
@@ -215,6 +219,17 @@ def build_dirs(name: str | None) -> tuple[Path, Path]:
         return paths.bin_dir(), paths.lib_dir()
     build = get(name).build_dir
     return build / "bin", build / "lib"
+
+
+def transport_said(name: str, text: str) -> str | None:
+    """What library `name` said carried the messages, found in a run's output `text` (stdout and
+    stderr) with its report_pattern: "sm" (Open MPI 5's comm_method hook), "self,vader" (the
+    ping-pong's own btl line), "UCX" (MPICH's netmod summary); None when it said nothing."""
+    import re  # only the runs' readers need it
+
+    pattern = get(name).report_pattern
+    found = re.search(pattern, text, flags=re.M) if pattern else None
+    return found.group(1) if found else None
 
 
 def names() -> list[str]:
