@@ -65,7 +65,7 @@ def test_at_the_roof_after_a_drop_from_the_cache_is_yes():
 def test_below_the_roof_beyond_the_spread_is_partly_and_says_the_share():
     judged = roofline.against_roof(_rates({1024: [700, 720, 710], 3072: [290, 280, 300]}), ROOF_RUNS, _caches())
     assert judged["verdict"] == "partly" and f"{judged['share']:.0%}" in judged["why"]
-    assert "lower than bandwidth / 64 B, beyond the spread" in judged["text"]
+    assert "lower than the STREAM runs' bandwidth / 64 B, beyond the spread" in judged["text"]
 
 
 def test_above_the_roof_beyond_the_spread_is_no():

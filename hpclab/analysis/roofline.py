@@ -324,7 +324,7 @@ def write_allocate_evidence(stream_results: list[dict]) -> dict:
     shown = cpy.beyond_spread and cpy.a.median > cpy.b.median
     over_sum = cpy.a.median / upd.b.median
     lines = [_capital(upd.sentence()), _capital(cpy.sentence()),
-             f"Copy takes {over_sum:.2f}x Sum's time per element (medians), Sum reading one line per element."]
+             f"Copy takes {over_sum:.2f}x Sum's time per element (medians); Sum reads one array and stores nothing."]
     if shown:
         lines.append("Copy reads one line and stores one, as Update does; that it takes longer beyond the spread "
                      "is the write-allocate read of the line it stores into.")
@@ -367,7 +367,7 @@ def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.Dat
     roofs = [v / 1e6 for v in roof_rates(stream_results, fused)]
     b = bytes_per_update(fused)
     limit = f"bandwidth / {b} B"
-    at_roof = phrases.compare(solver, roofs, a_name=f"the solver (n={n})", b_name=limit,
+    at_roof = phrases.compare(solver, roofs, a_name=f"the solver (n={n})", b_name=f"the STREAM runs' {limit}",
                               quantity="updates per second", unit="M/s", lower_is_better=False)
     cached = t[t["residency"].isin(["L1", "L2", "L3"])]
     drop = None
@@ -380,9 +380,10 @@ def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.Dat
                                lower_is_better=False)
     best_roof = max(roofs)
     share = phrases.Spread.of(solver).median / best_roof
-    text = [phrases.against_limit(phrases.Spread.of(solver).median, best_roof,
+    text = [f"The roof is the best STREAM run's {limit}.",
+            phrases.against_limit(phrases.Spread.of(solver).median, best_roof,
                                   what=f"the solver's median rate (n={n}, {variant})",
-                                  limit_name=f"the best STREAM run's {limit}", unit="M updates/s",
+                                  limit_name="the roof", unit="M updates/s",
                                   spread=phrases.Spread.of(solver)) + ".",
             at_roof.sentence()]
     if drop is not None:
@@ -391,7 +392,8 @@ def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.Dat
     if not at_roof.enough_runs or (drop is not None and not drop.enough_runs):
         verdict, why = "not shown", f"fewer than {phrases.MIN_RUNS} runs on a side: no verdict from these runs"
     elif at_roof.beyond_spread and at_roof.a.median > at_roof.b.median:
-        verdict, why = "no", f"the memory-resident runs lie above {limit} beyond the spread, so it is not their cap"
+        verdict, why = "no", (f"the memory-resident runs lie above {limit} beyond the spread: it is not their cap, "
+                              "or the STREAM runs were disturbed (a roof measured on a busy machine comes out too low)")
     elif not dropped:
         verdict, why = "partly", (f"no memory-resident run lies above {limit} beyond the spread, but these runs do "
                                   "not show that memory is what slows the solver: "

@@ -114,7 +114,7 @@ def tools() -> pd.DataFrame:
         {"tool": "perf record (cpu-clock sampling)", "available": p["sampling"], "version": p["version"],
          "note": "time profile: where the program is, sampled at a fixed frequency"},
         {"tool": "valgrind --tool=callgrind", "available": v["installed"] and v["annotate"],
-         "version": v["version"], "note": "exact instruction counts per function, ~50x slower"},
+         "version": v["version"], "note": "exact instruction counts per function; many times slower (notebook 06 measures it)"},
     ])
 
 
