@@ -13,12 +13,14 @@ from hpclab.course import fidelity
 from hpclab.runs.parse import parse_run
 
 RUNS = Path(__file__).parent / "data" / "runs"
+# a cm/ofi capture lives apart: the parse tests over data/runs assume ob1 captures of one BTL each
+CM_OFI = Path(__file__).parent / "data" / "transports" / "pingpong-cm-ofi"
 
 
 def _reps(folder: str, label: str, n: int, scale: float = 1.0) -> list[pd.DataFrame]:
     """n repetitions of one recorded run, labelled as a selection: times scaled by 1, 1.02, 1.04, ...
     (times `scale`), each with its own run id."""
-    base = parse_run(RUNS / folder, "pingpong")
+    base = parse_run(CM_OFI if folder == CM_OFI.name else RUNS / folder, "pingpong")
     out = []
     for i in range(n):
         t = base.copy()

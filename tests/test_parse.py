@@ -422,3 +422,14 @@ def test_provenance_prefers_run_folder_files(tmp_path):
     (tmp_path / "status.json").write_text(json.dumps({"run_id": "r1", "created": "2026-01-02T03:04:05Z"}))
     prov = run_provenance(tmp_path)
     assert prov == {"run_id": "r1", "host": None, "date": "2026-01-02T03:04:05Z"}
+
+
+def test_the_job_scripts_closing_line_is_not_read_as_a_table_row(tmp_path):
+    """Every job script ends its stdout with 'hpclab: kernel exit code N' after the kernel's report:
+    does the stdout fallback still parse the table?"""
+    src = RUNS / runs_of("pingpong")[0]
+    run = tmp_path / "pp"
+    run.mkdir()
+    (run / "stdout").write_text((src / "stdout").read_text().rstrip("\n") + "\nhpclab: kernel exit code 0\n")
+    (run / "stderr").write_text((src / "stderr").read_text())
+    assert len(parse_run(run, "pingpong")) == len(parse_run(src, "pingpong"))

@@ -35,6 +35,7 @@ _HOST = re.compile(r"^(?P<host>\S+) cpu=(?P<cpu>-?\d+) allowed=(?P<allowed>[\d,\
 _THREAD = re.compile(r"^cpu=(?P<cpu>-?\d+) allowed=(?P<allowed>[\d,\-]*)$")
 # launcher lines that may be interleaved when stderr and stdout share a file
 _LAUNCHER = re.compile(r"^(cpu[-_]bind|mem[-_]bind|\[[^\]]+:\d+\] MCW rank )")
+_JOB_SCRIPT = re.compile(r"^hpclab: ")
 
 
 def fail(source: str, line: int | None, what: str, hint: str = "") -> HpclabError:
@@ -172,7 +173,9 @@ def parse_report_text(text: str, source: str = "stdout", kernel: str | None = No
         raise fail(source, len(lines), "no validation line ('Solution validates' or 'ERROR: ...'):"
                    " the output is truncated", "the job probably died or timed out; read its stderr")
     placement = _placement_frame(rows)
-    body = [(n + 1, lines[n]) for n in range(body_start, len(lines))]
+    # the job script's own closing line ("hpclab: kernel exit code N", slurm-templates/preamble.sh.j2)
+    # follows the kernel's output in the same file: it is not part of the kernel's tables
+    body = [(n + 1, lines[n]) for n in range(body_start, len(lines)) if not _JOB_SCRIPT.match(lines[n])]
     return Report(source=source, kernel=banner["kernel"], version=banner["version"],
                   description=banner["description"], arguments=arguments, config=config,
                   placement=placement, ok=ok, message=message, body=body,
