@@ -175,7 +175,7 @@ def test_cli_lists_and_shows_runs(tmp_path, monkeypatch, capsys):
     f.write("stderr", "first line\nlast words\n")
     assert main(["runs"]) == 0
     assert f"exp/{f.run_id}" in capsys.readouterr().out
-    assert main(["show", f.run_id]) == 0
+    assert main(["show", f.run_id, "--spec"]) == 0
     out = capsys.readouterr().out
     assert "failed" in out and "last words" in out and '"kernel": "stream"' in out
 
