@@ -324,8 +324,8 @@ def measure_dedicated(d: Dedicated, *, iters: int, repetitions: int, progress: b
             runs = exp.run_again_if_startup_crashed(specs, timeout=timeout, progress=progress)
     else:
         runs = exp.run(specs, progress=progress, timeout=timeout)
-    pp = next(r for r in runs if r.spec.kernel == "pingpong")
-    return pp, [r for r in runs if r.spec.kernel == "poisson"]
+    fit = specs[0].label  # the pingpong comes first (dedicated_specs)
+    return next(r for r in runs if r.spec.label == fit), [r for r in runs if r.spec.label != fit]
 
 
 def dedicated_model(d: Dedicated, pingpong, *, eager_shm: int, eager_tcp: int):
