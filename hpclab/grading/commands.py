@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-LABS_HELP = "the lab (lab-transports, lab-scaling, lab-imbalance, lab-placement)"
+LABS_HELP = "the lab (lab-transports, lab-scaling, lab-imbalance, lab-placement, lab-pop)"
 COURSE_HELP = "the course folder (made by init)"
 STEPS = ("init", "release", "collect", "autograde", "feedback", "export", "demo")
 

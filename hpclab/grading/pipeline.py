@@ -30,7 +30,7 @@ from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.grading import sandbox
 
-LABS = ("lab-transports", "lab-scaling", "lab-imbalance", "lab-placement")   # labs with a grading pipeline (reference answers)
+LABS = ("lab-transports", "lab-scaling", "lab-imbalance", "lab-placement", "lab-pop")   # labs with a grading pipeline (reference answers)
 KERNEL_NAME = "hpclab-grader"
 SANDBOX_EXECUTE = "hpclab.grading.answers.SandboxExecute"   # nbgrader_config.py runs cells through it
 

@@ -195,8 +195,33 @@ def _reference_placement(lab_dir: Path) -> dict:
     return out
 
 
+def _reference_pop(lab_dir: Path) -> dict:
+    from hpclab.trace import load, pop, split   # pandas: costly, see above
+
+    labdata.verify(lab_dir)
+    splits = {}
+    for role in ("np1", "np2"):
+        trace = load.load_run(labdata.run_dir(role, lab_dir), cache=False)
+        splits[trace.nranks] = split.split(trace)
+    table = pop.pop_table(splits)
+    two = max(table.columns)
+    col = table[two]
+    factors = {name: float(col[name]) for name in ("load balance", "serialisation", "transfer",
+                                                    "computation scalability")}
+    # interpretation: the lowest leaf factor; factors are shares of run time, and the split cannot
+    # place the time a rank was switched out while computing, so factors closer to the lowest than
+    # that share of T_real (the larger of the two runs') are accepted too
+    noise = max(float(s.T_off_cpu) / s.T_real if s.T_real and s.T_off_cpu > 0 else 0.0 for s in splits.values())
+    return {"load_balance": float(col["load balance"]), "serialisation": float(col["serialisation"]),
+            "transfer": float(col["transfer"]), "parallel_efficiency": float(col["parallel efficiency"]),
+            "computation_scalability": float(col["computation scalability"]),
+            "global_efficiency": float(col["global efficiency"]), "factors": factors, "noise": noise,
+            "look_first": accepted(factors, {k: noise / 2 for k in factors}, best=min)}
+
+
 REFERENCES = {"lab-transports": _reference_transports, "lab-scaling": _reference_scaling,
-              "lab-imbalance": _reference_imbalance, "lab-placement": _reference_placement}
+              "lab-imbalance": _reference_imbalance, "lab-placement": _reference_placement,
+              "lab-pop": _reference_pop}
 
 
 def reference(lab: str, lab_dir: str | Path = ".") -> dict:
