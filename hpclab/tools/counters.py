@@ -98,6 +98,6 @@ def cycles_status() -> str:
     """Why cycles (for IPC and frequency scalability) are not counted here: '' when they could be."""
     st = profilers.perf_status()
     if not st["hardware_counters"]:
-        return f"no hardware counters on this node ({st['detail']}); callgrind counts instructions, not cycles"
+        return f"perf on this node: {st['detail']}; callgrind counts instructions, not cycles"
     return ("this node has hardware counters, but the course reads cycles only per compute region, "
             "which needs region markers (LIKWID or PAPI) the solver does not have yet")

@@ -48,13 +48,14 @@ METRICS = (
 
 def pop_table(splits: dict[int, Split], instructions: dict[int, float] | None = None,
               cycles: dict[int, float] | None = None, counter_source: str = "",
-              no_counters_reason: str = "") -> pd.DataFrame:
+              no_counters_reason: str = "", no_cycles_reason: str = "") -> pd.DataFrame:
     """The POP table of a scaling study.
 
     splits: rank count -> the five-part split of that run (compute in ns, CPU time where traced).
     instructions / cycles: rank count -> the run's total over all ranks (of the solver's compute;
     both from the same tool, named by counter_source, e.g. 'callgrind' or 'perf stat').
-    no_counters_reason: why a factor is missing (e.g. "perf: cycles not supported on this VM").
+    no_counters_reason: why a factor is missing (e.g. "perf: cycles not supported on this VM");
+    no_cycles_reason, when given: why the cycle-based factors are missing (instructions may be there).
     Returns metrics as rows (METRICS order) and rank counts as columns; attrs: 'reference' (the
     smallest count), 'sources' and 'not available' (metric -> reason)."""
     if not splits:
@@ -91,7 +92,7 @@ def pop_table(splits: dict[int, Split], instructions: dict[int, float] | None = 
     if not instructions:
         missing["instruction scalability"] = no_counters_reason or "no instruction counts were given"
     if not cycles:
-        reason = no_counters_reason or "no cycle counts were given"
+        reason = no_cycles_reason or no_counters_reason or "no cycle counts were given"
         missing["IPC scalability"] = reason
         missing["frequency scalability"] = reason
     table = pd.DataFrame(cols).reindex([m for m, _ in METRICS])
