@@ -154,14 +154,17 @@ def instruction_sentence(counted: dict[int, counters.InstructionCounts]) -> str:
     return head + f"the same as on {counts[0]} rank(s) to within 0.5 % (callgrind counts are exact)."
 
 
-def path_story(trace, fraction: float = 0.1) -> tuple[cp.CriticalPath, pd.DataFrame, str]:
+def path_story(trace, fraction: float = 0.1, model=None) -> tuple[cp.CriticalPath, pd.DataFrame, str]:
     """The critical path of `trace`, what `fraction` less compute on its leading ranks would save
-    (replayed on the ideal network: a prediction) and a markdown summary built from both."""
-    try:
-        eager = ompi.eager_limit()
-    except HpclabError:
-        eager = None
-    ideal = ideal_model(eager)
+    (replayed on `model`, default the ideal network with this machine's eager limit: a
+    prediction) and a markdown summary built from both."""
+    if model is None:
+        try:
+            eager = ompi.eager_limit()
+        except HpclabError:
+            eager = None
+        model = ideal_model(eager)
+    ideal = model
     path = cp.critical_path(trace)
     sav = cp.savings(trace, path, ideal, fraction=fraction)
     vs = cp.against_imbalance(trace, path)
@@ -177,7 +180,7 @@ def path_story(trace, fraction: float = 0.1) -> tuple[cp.CriticalPath, pd.DataFr
                     f"rank {vs['path_leader']}: the run waits for that rank's compute, so that is the one to shorten.")
     if len(sav):
         r0 = sav.index[0]
-        text.append(f"A replay on the ideal network (a prediction) says that {phrases.pct(fraction)} less compute on "
+        text.append(f"A replay on the network model '{model.name}' (a prediction) says that {phrases.pct(fraction)} less compute on "
                     f"rank {r0} would save {phrases.pct(sav.loc[r0, 'replayed saving of run'])} of the run "
                     f"(replayed on the ranks' CPU time: {sav.loc[r0, 'replayed saving ns'] / 1e6:.3f} ms; the path's "
                     f"bound, {phrases.pct(fraction)} of that rank's compute on the measured timeline: "
