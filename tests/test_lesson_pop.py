@@ -52,3 +52,18 @@ def test_instruction_counts_fill_the_instruction_factor():
     assert tbl.loc["instruction scalability", 2] == 0.8
     assert "IPC scalability" in tbl.attrs["not available"]
     assert pop.worst(tbl)[0] in pop.leaves(tbl)
+
+
+def test_superlinear_computation_with_equal_instructions_is_said_as_such():
+    """Two ranks computing the same instructions in less total time: above 1, and the sentence says why
+    it can be and what is not measured."""
+    def run(computes):
+        b = TraceBuilder(len(computes))
+        for r, ns in enumerate(computes):
+            b[r].compute(ns).barrier()
+        return split(b.build())
+    study = lesson_pop.Study({1: [run([1000])], 2: [run([420, 420])]}, {}, "ideal")
+    tbl = lesson_pop.table(study, {1: _counts(1, 100.0), 2: _counts(2, 100.0)})
+    text = lesson_pop.verdicts(tbl, study)
+    assert "above 1 (1.19) while the instructions stayed the same (1.00)" in text
+    assert "above 1" not in lesson_pop.verdicts(lesson_pop.table(_study(900, 100)), _study(900, 100))

@@ -126,6 +126,12 @@ def verdicts(tbl: pd.DataFrame, study: Study) -> str:
     if len(tbl.columns) > 1:
         name, value = pop.worst(tbl, p)
         lines.append(f"\nThe lowest factor is **{name}** ({value:.2f}): where POP's method says to look first.")
+    comp, ins = tbl.loc["computation scalability", p], tbl.loc["instruction scalability", p]
+    if comp > 1.02 and not pd.isna(ins) and abs(ins - 1) <= 0.02:
+        lines.append(f"\nThe computation scalability is above 1 ({comp:.2f}) while the instructions stayed the same "
+                     f"({ins:.2f}): the same instructions took less compute time on {p} ranks, so each ran in fewer "
+                     "cycles or at a higher clock (a smaller subdomain per rank can stay in a faster cache); the IPC "
+                     "and frequency factors that would tell which are not measured here.")
     sp = study.parallel_spread()
     if p in sp.index and sp.loc[p, "runs"] > 1:
         lines.append(f"\nParallel efficiency at {p} ranks over {int(sp.loc[p, 'runs'])} repetitions: "
