@@ -46,18 +46,25 @@ def summary(table: pd.DataFrame, by: str = "label", size_range: tuple[float, flo
 def per_run(table: pd.DataFrame, by: str = "label", size_range: tuple[float, float] | None = (8192, None)) -> pd.DataFrame:
     """One row per repetition (run) of each selection: `by`, run_id, latency_us (measured t at the
     smallest size), bandwidth_mb_s (Hockney fit over size_range), largest_mb_s (bytes / t of the
-    largest message) and largest_bytes. The rows `summary()` reduces, and what `compare()` compares."""
+    largest message), largest_bytes and fit_problem. The rows `summary()` reduces, and what
+    `compare()` compares. A run whose times do not fit a line (on a loaded machine a larger message
+    can come back faster than a smaller one) keeps its measured numbers with bandwidth_mb_s NaN and
+    the fit's complaint in fit_problem, instead of ending the whole table."""
     rows = []
     for (label, run_id), run in table.groupby([by, "run_id"], sort=False):
         run = run.sort_values("bytes")
         lo, hi = size_range if size_range else (run["bytes"].min(), run["bytes"].max())
         hi = run["bytes"].max() if hi is None else hi
-        fit = hockney_fit(run["bytes"], run["t_usec"], size_range=(lo, hi))
+        try:
+            bandwidth, problem = hockney_fit(run["bytes"], run["t_usec"], size_range=(lo, hi)).bandwidth_mb_s, ""
+        except HpclabError as exc:
+            bandwidth, problem = float("nan"), exc.what
         top = run.iloc[-1]
         rows.append({by: label, "run_id": run_id, "latency_us": float(run["t_usec"].iloc[0]),
-                     "bandwidth_mb_s": fit.bandwidth_mb_s, "largest_mb_s": float(top["bytes"] / top["t_usec"]),
-                     "largest_bytes": int(top["bytes"])})
-    return pd.DataFrame(rows, columns=[by, "run_id", "latency_us", "bandwidth_mb_s", "largest_mb_s", "largest_bytes"])
+                     "bandwidth_mb_s": bandwidth, "largest_mb_s": float(top["bytes"] / top["t_usec"]),
+                     "largest_bytes": int(top["bytes"]), "fit_problem": problem})
+    return pd.DataFrame(rows, columns=[by, "run_id", "latency_us", "bandwidth_mb_s", "largest_mb_s", "largest_bytes",
+                                       "fit_problem"])
 
 
 def bucket_free_size(link: str, factor: int = 8) -> int:

@@ -114,16 +114,23 @@ def fit_transports(table: pd.DataFrame, by: str = "transport",
 
     table: rows with bytes, t_usec and the column `by` (default "transport");
     size_range: (min, max) bytes fitted. Returns a DataFrame (by, latency_us, bandwidth_mb_s,
-    n_points, max_rel_residual) and keeps the HockneyFit objects in .attrs["fits"].
+    n_points, max_rel_residual, fit_problem) and keeps the HockneyFit objects in .attrs["fits"]
+    (None for a group whose times no line fits: its row has NaNs and the fit's complaint).
     """
     _need(table, ["bytes", "t_usec", by], "fit_transports")
     rows, fits = [], {}
     for key, group in table.groupby(by, sort=False):
-        fit = hockney_fit(group["bytes"], group["t_usec"], size_range=size_range)
+        try:
+            fit = hockney_fit(group["bytes"], group["t_usec"], size_range=size_range)
+        except HpclabError as exc:  # e.g. a loaded machine: a larger message came back faster
+            fits[key] = None
+            rows.append({by: key, "latency_us": np.nan, "bandwidth_mb_s": np.nan, "n_points": 0,
+                         "max_rel_residual": np.nan, "fit_problem": exc.what})
+            continue
         fits[key] = fit
         rows.append({by: key, "latency_us": fit.latency_us, "bandwidth_mb_s": fit.bandwidth_mb_s,
                      "n_points": len(fit.bytes),
-                     "max_rel_residual": float(np.abs(fit.relative_residuals).max())})
+                     "max_rel_residual": float(np.abs(fit.relative_residuals).max()), "fit_problem": ""})
     out = pd.DataFrame(rows)
     out.attrs["fits"] = fits
     return out
@@ -146,10 +153,15 @@ def latency_bandwidth(table: pd.DataFrame, by: str = "transport",
         color = _RANKS[i % len(_RANKS)]
         group = group.sort_values("bytes")
         fit = fits.attrs["fits"][key]
+        positive = group[group["bytes"] > 0]
+        if fit is None:  # the points only, and why there is no line
+            problem = fits.loc[fits[by] == key, "fit_problem"].iloc[0]
+            ax_t.plot(positive["bytes"], positive["t_usec"], "o", ms=3.5, color=color, label=f"{key}: no line fits ({problem})")
+            ax_bw.plot(positive["bytes"], positive["mbytes_per_sec"], "o-", ms=3.5, lw=1, color=color, label=str(key))
+            continue
         label = f"{key}: L = {fit.latency_us:.3g} us, BW = {fit.bandwidth_mb_s:.4g} MB/s"
         if fit.clamped:  # the free line crossed below zero: L held at 0 (see hpclab.analysis.fits)
             label += f" (L held at 0; free fit {fit.unconstrained_latency_us:.3g} us)"
-        positive = group[group["bytes"] > 0]
         ax_t.plot(positive["bytes"], positive["t_usec"], "o", ms=3.5, color=color, label=label)
         m = np.geomspace(max(fit.bytes.min(), 1), fit.bytes.max(), 100)
         ax_t.plot(m, fit.predict(m), "-", color=color, lw=1, alpha=0.8)
