@@ -107,3 +107,20 @@ def test_bad_rank_count_is_an_error(plans):
     """Does stream_per_rank refuse zero ranks with a message?"""
     with pytest.raises(HpclabError, match="at least 1"):
         plans["vm"].stream_per_rank(0)
+
+
+def test_the_quick_parameter_set_caps_the_cache_the_lessons_are_sized_for(monkeypatch):
+    """A VM reporting a 480 MB L3 gets gigabyte arrays from the 4x rule; with HPCLAB_QUICK the lessons
+    are sized as if the cache held 32 MiB, and the case sentence says the runs may stay in cache."""
+    from hpclab.course import sizing
+    from hpclab.site import topology as hwloc
+
+    big = hwloc.synthetic("pack:1 l3:1(size=480MB) l2:2(size=2MB) core:1 pu:1")
+    monkeypatch.delenv("HPCLAB_QUICK", raising=False)
+    full = sizing.plan(big)
+    monkeypatch.setenv("HPCLAB_QUICK", "1")
+    quick = sizing.plan(big)
+    assert full.llc_bytes > 400 * 2**20 and quick.llc_bytes == sizing.QUICK_LLC_CAP
+    assert quick.stream_elements < full.stream_elements
+    assert "quick parameter set" in quick.case and "quick parameter set" not in full.case
+    assert sizing.plan(big, llc_cap=0).llc_bytes == full.llc_bytes

@@ -13,6 +13,7 @@ store units, so an SMT sibling is not a dedicated core for a bandwidth- or laten
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from hpclab.analysis import roofline
@@ -39,6 +40,9 @@ PLACEMENT_WIDE_CORES = 8
 # topologies and small VMs report little memory; the rest is for the OS and other jobs).
 MEMORY_SHARE = 0.5
 STREAM_ARRAYS = 3  # a, b, c
+# The quick parameter set sizes the lessons as if the last-level cache held at most this much
+# (the 2-core VMs of earlier sessions had 32 MB): its runs only check that the notebooks run.
+QUICK_LLC_CAP = 32 * 2**20
 # The in-cache regime's arrays for the whole node: at most a quarter of the last-level cache, and
 # at most this many doubles per array (24 MB for three), so repetitions stay short and the jobs
 # cheap even where hwloc reports a last-level cache of hundreds of MB.
@@ -115,14 +119,29 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def plan(topology: hwloc.Topology) -> LessonPlan:
+def _quick() -> bool:
+    """The quick parameter set (tests, CI smoke runs): the same rule as hpclab.course.runner.quick,
+    which imports this module through the fidelity table and so cannot be imported here."""
+    return os.environ.get("HPCLAB_QUICK", "") not in ("", "0", "false", "no")
+
+
+def plan(topology: hwloc.Topology, llc_cap: int | None = None) -> LessonPlan:
     """The lessons' sizes on the node `topology` describes (hpclab.site.topology.Topology, from
-    from_lstopo(), read_xml() or synthetic()). Returns a LessonPlan; see its fields."""
+    from_lstopo(), read_xml() or synthetic()). Returns a LessonPlan; see its fields.
+
+    llc_cap: size the lessons as if the last-level cache held at most this many bytes (default:
+    QUICK_LLC_CAP with the quick parameter set, else no cap). A node whose last-level cache is
+    large (a VM reporting a 480 MB L3) gets gigabyte arrays from the 4x rule; the tests only need
+    the notebooks to run, so they cap it, and the case sentence says the runs may stay in cache."""
     cores, pus = topology.n_cores, topology.n_pus
     if cores < 1:
         raise HpclabError(f"{topology.source or 'the topology'} has no cores", "read it again with lstopo")
     caches = topology.caches
     llc = roofline.last_level_cache(caches) if len(caches) else 0
+    cap = llc_cap if llc_cap is not None else (QUICK_LLC_CAP if _quick() else 0)
+    capped = bool(cap and llc > cap)
+    if capped:
+        llc = cap
     numa_ids = sorted(int(n) for n in topology.numa_nodes["numa"])
     memory = int(topology.numa_nodes["memory_bytes"].sum())
 
@@ -170,6 +189,9 @@ def plan(topology: hwloc.Topology) -> LessonPlan:
     stream_text = "STREAM arrays >= 4x the last-level cache" if resident else "STREAM arrays capped by memory, partly cached"
     if not llc:
         stream_text = f"no cache sizes from hwloc: {stream_text}, assumed 64 MiB per package"
+    if capped:
+        stream_text += (f" (sized as if it held {cap // 2**20} MiB, the quick parameter set: 'memory-resident' "
+                        "runs may partly stay in cache)")
     case = f"{node}: {split}; {numa_text}; {stream_text}."
     return LessonPlan(cores=cores, pus=pus, packages=topology.n_packages, numa_nodes=len(numa_ids), smt=smt,
                       llc_bytes=llc, memory_bytes=memory, case=case, stream_elements=elements,
