@@ -201,6 +201,8 @@ def plan(topology: hwloc.Topology, llc_cap: int | None = None) -> LessonPlan:
                       numa_local=local, numa_remote=remote)
 
 
-def this_node() -> LessonPlan:
-    """plan() of the machine this runs on (lstopo run now)."""
-    return plan(hwloc.from_lstopo())
+def this_node(llc_cap: int | None = None) -> LessonPlan:
+    """plan() of the machine this runs on (lstopo run now); llc_cap as for plan(). The roofline
+    lessons pass llc_cap=0: they judge residency against the real cache (roofline.cache_sizes),
+    so their grids must be sized from it in every parameter set."""
+    return plan(hwloc.from_lstopo(), llc_cap=llc_cap)
