@@ -160,3 +160,23 @@ def test_cancel_records_the_cause(tmp_path, monkeypatch):
     run = _run(tmp_path, "running")
     experiment.cancel([run], reason="interrupted (Ctrl-C) while waiting")
     assert type(_raised([run])) is Cancelled
+
+
+def test_a_node_that_failed_and_came_back_is_still_named(tmp_path, monkeypatch):
+    """A requeue seen only after the failed node returned to service (sinfo shows it idle): is the
+    node still named from the accounting's event record, looked up from the attempt's start?"""
+    run = _run(tmp_path, "running", nodes="node[1-2]")
+    asked = {}
+    monkeypatch.setattr(experiment.slurm, "scontrol_job", lambda job: None)
+    monkeypatch.setattr(experiment.slurm, "node_trouble", lambda nodes: {})
+
+    def events(nodes, since):
+        asked.update(nodes=nodes, since=since)
+        return {"node2": "down* (Not responding) from 05:30:22 to 05:30:26"}
+
+    monkeypatch.setattr(experiment.slurm, "node_events", events)
+    experiment._requeued(run, slurm.JobInfo("42", "pending", "PENDING", reason="BeginTime"), run.folder.status())
+    st = run.folder.status()
+    assert st["failed_nodes"] == ["node2"] and "node2 is down* (Not responding)" in st["reason"]
+    assert asked["nodes"] == "node[1-2]" and asked["since"].count(":") == 2
+    assert "hpclab cluster up" in st["reason"] and st["state"] == "pending"

@@ -16,6 +16,7 @@ cancels the jobs still queued or running (scancel) and marks their folders cance
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import re
@@ -236,10 +237,7 @@ def _finish(run: Run, info: slurm.JobInfo) -> None:
         reason = oom_reason(run, info)
         failure = "out_of_memory"
     elif state in ("failed", "cancelled") or info.slurm_state == "NODE_FAIL":
-        try:
-            trouble = slurm.node_trouble(info.nodes)
-        except HpclabError:
-            trouble = {}
+        trouble = _node_failures(info.nodes, run.folder.status())
         if trouble:  # the job died with a node: say which, and what brings it back
             extra["failed_nodes"] = sorted(trouble)
             failure = "job_lost"
@@ -314,16 +312,37 @@ def oom_reason(run: Run, info: slurm.JobInfo) -> str:
             f"with mem: or mem_per_cpu: in the spec, or make the problem smaller")
 
 
+def _slurm_local_time(utc: str) -> str:
+    """A status history time ('2026-11-26T05:27:40Z', UTC) in the local time Slurm's commands
+    read and print ('2026-11-26T05:27:40' where the clock is UTC)."""
+    epoch = calendar.timegm(time.strptime(utc, "%Y-%m-%dT%H:%M:%SZ"))
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+
+
+def _node_failures(nodes: str, st: dict) -> dict[str, str]:
+    """Nodes of a job's node list that failed during its last attempt, {name: Slurm's state and
+    reason}: those sinfo calls down or failing now, else those the accounting recorded as such
+    since the attempt started (a node can fail and come back, its slurmd registering again,
+    between two looks at the queue: the CI once saw the requeue only after node2 was back)."""
+    if not nodes:
+        return {}
+    try:
+        trouble = slurm.node_trouble(nodes)
+        if trouble:
+            return trouble
+        started = next((h["time"] for h in reversed(st.get("history", [])) if h["state"] == "running"), "")
+        return slurm.node_events(nodes, _slurm_local_time(started)) if started else {}
+    except HpclabError:
+        return {}
+
+
 def _requeued(run: Run, info: slurm.JobInfo, st: dict) -> None:
     """Slurm took a started job back to the queue (node failure, controller restart, failed
     launch): record it in the status history with Slurm's Restarts count and say so once."""
     full = slurm.scontrol_job(info.job_id)
     restarts = full.restarts if full and full.restarts is not None else None
     reason = (full.reason if full else "") or info.reason
-    try:
-        trouble = slurm.node_trouble(st.get("nodes", ""))
-    except HpclabError:
-        trouble = {}
+    trouble = _node_failures(st.get("nodes", ""), st)
     extra = {"failed_nodes": sorted(trouble)} if trouble else {}
     if trouble:  # Slurm requeued the job because a node of it failed (JobRequeue)
         restarts = restarts if restarts is not None else (st.get("restarts") or 0) + 1

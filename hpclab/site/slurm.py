@@ -221,6 +221,33 @@ def node_trouble(nodelist: str) -> dict[str, str]:
     return bad
 
 
+def node_events(nodelist: str, since: str) -> dict[str, str]:
+    """Nodes of `nodelist` that the accounting recorded as down, drained or failing at some time
+    after `since` (Slurm's time format, e.g. '2026-11-26T05:27:40'), with the state, reason and
+    when: {'node2': 'down* (Not responding) from 05:30:22 to 05:30:26'}. A node that failed and
+    came back (ReturnToService re-admits a slurmd that registers again) is no longer in sinfo's
+    trouble by the time a job's requeue is seen; `sacctmgr show event` keeps the record. {} when
+    there is none or accounting is unavailable."""
+    if not nodelist or not shutil.which("sacctmgr"):
+        return {}
+    res = commands.run(["sacctmgr", "--noheader", "--parsable2", "show", "event", f"nodes={nodelist}",
+                        f"start={since}", "format=NodeName,TimeStart,TimeEnd,State,Reason"],
+                       "ask sacctmgr for node events", env=slurm_env(), timeout=60)
+    if res is None or res.returncode != 0:
+        return {}
+    seen = {}
+    for line in res.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 5 or not parts[0]:
+            continue  # cluster-wide events (TRES registrations) name no node
+        name, start, end, state, why = parts
+        state = state.lower()
+        if state.endswith("*") or any(w in state for w in ("down", "drain", "fail")):
+            until = "" if end in ("", "Unknown") else f" to {end.split('T')[-1]}"
+            seen[name] = state + (f" ({why})" if why else "") + f" from {start.split('T')[-1]}{until}"
+    return seen
+
+
 def drained_partition(job_id: str) -> dict[str, str]:
     """If every node of the pending job's partition is drained (or draining), those nodes with
     Slurm's reason, e.g. {'vm': 'drained (batch job complete failure)'}; else {}. A drained node
