@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpclab.analysis import phrases
+from hpclab.analysis import effective_cache, phrases
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.site import topology
@@ -184,18 +184,20 @@ def node_caches() -> pd.DataFrame:
     """cache_sizes() of this machine, from `lstopo --of xml` run now."""
     text = commands.output([topology._lstopo(), "--of", "xml", "-"], "read the caches with lstopo",
                            "install hwloc (apt-get install hwloc)", timeout=60.0)
-    return _caches_from_xml(text, "lstopo --of xml")
+    return effective_cache.apply(_caches_from_xml(text, "lstopo --of xml"))
 
 
 def cache_sizes(run_path: str | Path) -> pd.DataFrame:
     """Data and unified cache sizes of the node a run used, from its provenance/lstopo-*.xml.
 
     Returns level (1, 2, 3), bytes (per cache), count (caches of that level on the node),
-    one row per level. HpclabError when the run has no lstopo XML."""
+    one row per level; the last level's bytes are the measured effective size where notebook 00
+    probed it (hpclab.analysis.effective_cache; hwloc_bytes keeps hwloc's). HpclabError when the
+    run has no lstopo XML."""
     files = sorted(Path(run_path).glob("provenance/lstopo-*.xml"))
     if not files:
         raise HpclabError(f"no provenance/lstopo-*.xml in {run_path}", "use a run folder written by experiment.run")
-    return _caches_from_xml(files[0].read_text(), str(files[0]))
+    return effective_cache.apply(_caches_from_xml(files[0].read_text(), str(files[0])))
 
 
 def _caches_from_xml(text: str, source: str) -> pd.DataFrame:
@@ -227,10 +229,15 @@ def _caches_from_xml(text: str, source: str) -> pd.DataFrame:
 SEED_STREAM_GB_S = 80.0
 
 
+MIN_ITERATIONS = 3
+
+
 def iters_for(n: int, updates: float) -> int:
-    """Iterations giving about `updates` lattice updates on an n x n grid (at least 5), so runs
-    of every size do the same work and last about as long."""
-    return max(5, int(round(updates / (n * n))))
+    """Iterations giving about `updates` lattice updates on an n x n grid, so runs of every size
+    do the same work and last about as long; at least MIN_ITERATIONS (a grid larger than the
+    caches sweeps for a second per iteration on a node whose last-level cache is hundreds of MB:
+    three such sweeps time it well and keep notebook 06 within its minutes)."""
+    return max(MIN_ITERATIONS, int(round(updates / (n * n))))
 
 
 def spread(table: pd.DataFrame, by, value: str) -> pd.DataFrame:

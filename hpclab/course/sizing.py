@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from hpclab.analysis import roofline
+from hpclab.analysis import effective_cache, roofline
 from hpclab.core.errors import HpclabError
 from hpclab.site import topology as hwloc
 
@@ -119,26 +119,33 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _quick() -> bool:
+def quick_set() -> bool:
     """The quick parameter set (tests, CI smoke runs): the same rule as hpclab.course.runner.quick,
     which imports this module through the fidelity table and so cannot be imported here."""
     return os.environ.get("HPCLAB_QUICK", "") not in ("", "0", "false", "no")
 
 
-def plan(topology: hwloc.Topology, llc_cap: int | None = None) -> LessonPlan:
+def plan(topology: hwloc.Topology, llc_cap: int | None = None,
+         probe: effective_cache.Probe | None = None) -> LessonPlan:
     """The lessons' sizes on the node `topology` describes (hpclab.site.topology.Topology, from
     from_lstopo(), read_xml() or synthetic()). Returns a LessonPlan; see its fields.
 
     llc_cap: size the lessons as if the last-level cache held at most this many bytes (default:
     QUICK_LLC_CAP with the quick parameter set, else no cap). A node whose last-level cache is
     large (a VM reporting a 480 MB L3) gets gigabyte arrays from the 4x rule; the tests only need
-    the notebooks to run, so they cap it, and the case sentence says the runs may stay in cache."""
+    the notebooks to run, so they cap it, and the case sentence says the runs may stay in cache.
+    probe: notebook 00's measurement of the cache a rank really gets (effective_cache.Probe of this
+    node's hwloc size): the lessons size from its effective_llc when that is smaller."""
     cores, pus = topology.n_cores, topology.n_pus
     if cores < 1:
         raise HpclabError(f"{topology.source or 'the topology'} has no cores", "read it again with lstopo")
     caches = topology.caches
     llc = roofline.last_level_cache(caches) if len(caches) else 0
-    cap = llc_cap if llc_cap is not None else (QUICK_LLC_CAP if _quick() else 0)
+    hwloc_llc = llc
+    measured = bool(probe and probe.hwloc_llc == llc and 0 < probe.effective_llc < llc)
+    if measured:
+        llc = probe.effective_llc
+    cap = llc_cap if llc_cap is not None else (QUICK_LLC_CAP if quick_set() else 0)
     capped = bool(cap and llc > cap)
     if capped:
         llc = cap
@@ -189,6 +196,9 @@ def plan(topology: hwloc.Topology, llc_cap: int | None = None) -> LessonPlan:
     stream_text = "STREAM arrays >= 4x the last-level cache" if resident else "STREAM arrays capped by memory, partly cached"
     if not llc:
         stream_text = f"no cache sizes from hwloc: {stream_text}, assumed 64 MiB per package"
+    if measured:
+        stream_text += (f" (sized from the {llc / 1e6:.0f} MB a rank was measured to use, not hwloc's "
+                        f"{hwloc_llc / 1e6:.0f} MB: notebook 00, section 7)")
     if capped:
         stream_text += (f" (sized as if it held {cap // 2**20} MiB, the quick parameter set: 'memory-resident' "
                         "runs may partly stay in cache)")
@@ -204,5 +214,14 @@ def plan(topology: hwloc.Topology, llc_cap: int | None = None) -> LessonPlan:
 def this_node(llc_cap: int | None = None) -> LessonPlan:
     """plan() of the machine this runs on (lstopo run now); llc_cap as for plan(). The roofline
     lessons pass llc_cap=0: they judge residency against the real cache (roofline.cache_sizes),
-    so their grids must be sized from it in every parameter set."""
-    return plan(hwloc.from_lstopo(), llc_cap=llc_cap)
+    so their grids must be sized from it in every parameter set. Where notebook 00 probed the
+    cache (build/cache-probe.json), its measured size counts as the real one."""
+    return measured_plan(hwloc.from_lstopo(), llc_cap=llc_cap)
+
+
+def measured_plan(topology: hwloc.Topology, llc_cap: int | None = None) -> LessonPlan:
+    """plan() of `topology` with the cache probe recorded for a node of its last-level cache
+    (notebook 00, section 7; build/cache-probe.json), if any."""
+    caches = topology.caches
+    llc = roofline.last_level_cache(caches) if len(caches) else 0
+    return plan(topology, llc_cap=llc_cap, probe=effective_cache.load(llc) if llc else None)

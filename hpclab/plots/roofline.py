@@ -53,8 +53,9 @@ def plot_roofline(table: pd.DataFrame, bandwidth_mb_s, caches: pd.DataFrame | No
     if caches is not None:
         for _, row in caches.iterrows():
             ax.axvline(row["bytes"], color=plots.COLORS["ideal"], lw=0.8, ls=":")
-            ax.text(row["bytes"], ax.get_ylim()[1], f" L{int(row['level'])}", fontsize=7, color=plots.COLORS["ideal"],
-                    va="top", ha="left")
+            measured = "hwloc_bytes" in row and row["bytes"] != row["hwloc_bytes"]  # notebook 00's probe
+            ax.text(row["bytes"], ax.get_ylim()[1], f" L{int(row['level'])}" + (" (measured)" if measured else ""),
+                    fontsize=7, color=plots.COLORS["ideal"], va="top", ha="left")
         start = MEMORY_FACTOR * last_level_cache(caches)
         ax.axvspan(start, ax.get_xlim()[1], color=plots.COLORS["package"], zorder=0)
         ax.text(start, ax.get_ylim()[1] * 0.93, f" memory-resident\n (>= {MEMORY_FACTOR}x last-level cache)",
