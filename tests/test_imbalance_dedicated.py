@@ -11,6 +11,7 @@ import pytest
 
 from hpclab.analysis import imbalance as imb
 from hpclab.core.errors import HpclabError
+from hpclab.cluster import links
 from hpclab.course import lesson_imbalance as lesson
 from hpclab.course import sizing
 from hpclab.site import topology
@@ -29,8 +30,10 @@ def test_two_cores_measure_on_two_one_core_virtual_nodes_above_the_tcp_eager_lim
     d = lesson.dedicated_setup(_plan("pack:1 core:2 pu:1"), eager_shm=4096, eager_tcp=65536)
     assert (d.where, d.ranks, d.grid, d.link, d.heavy) == ("vnodes", 2, "2x1", "1g", 2.0)
     assert d.message_bytes >= 2 * 65536 and "virtual nodes" in d.case
+    # each halo spans 8 token buckets of the 1g link, so the line rate governs it as it does the pingpong
+    assert d.message_bytes >= lesson.BUCKETS_PER_HALO * links.load_profiles()["1g"].burst_bytes()
     rows = int(d.shape.split("x")[0])
-    assert rows == 120   # 40 light rows, 80 heavy ones
+    assert rows == 60   # 20 light rows, 40 heavy ones
 
 
 def test_a_16_core_node_measures_on_its_own_cores_through_shared_memory():
