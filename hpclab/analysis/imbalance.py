@@ -38,6 +38,7 @@ import pandas as pd
 
 from hpclab.core.errors import HpclabError
 from hpclab.core import seedfacts
+from hpclab.kernels import pingpong, poisson as poisson_report
 from hpclab.trace import mapping, split as tsplit
 from hpclab.trace.load import load_run
 from hpclab.trace.mapping import blocked_mapping, hosts_of, internode_from_trace, linear_mapping
@@ -265,7 +266,7 @@ def measured_rates(analysed: list[Analysed]) -> dict[str, float]:
     the median over the given runs of hpclab.trace.poisson.rates_from_poisson."""
     if not analysed:
         raise HpclabError("no runs to take compute rates from", "run the traced Poisson experiment first")
-    each = [rates_from_poisson(a.result["results"]) for a in analysed]
+    each = [rates_from_poisson(poisson_report.measures(a.result)) for a in analysed]
     return {ph: statistics.median(e[ph] for e in each) for ph in PHASES}
 
 
@@ -413,8 +414,9 @@ def subdomain_table(runs, shapes: pd.DataFrame) -> pd.DataFrame:
     rates_from_poisson) and their sum `ns_per_point`. runs: completed runs of subdomain_specs."""
     by_shape: dict[tuple[int, int], list] = {}
     for r in runs:
-        res = r.result()["results"]
-        shape = tuple(res.get("shape") or (res["n"], res["n"]))
+        doc = r.result()
+        res = poisson_report.measures(doc)
+        shape = poisson_report.subdomain_shape(doc)
         rate = rates_from_poisson(res)
         by_shape.setdefault(shape, []).append(
             {"run": r.run_id, "repetition": int(r.folder.status().get("repetition", 1)),
@@ -547,7 +549,7 @@ def link_rows(pingpongs: dict) -> tuple[list[dict], list[dict], pd.DataFrame]:
     'inter': Run | None}): (intra rows, inter rows, a table saying where each link came from).
     Without an inter-node run the inter link is the quoted 2019 InfiniBand (quoted_inter_rows);
     without an intra-node run (one CPU per node) the intra link reuses the inter-node rows."""
-    got = {k: r.result()["results"]["rows"] for k, r in pingpongs.items() if r is not None}
+    got = {k: pingpong.message_rows(r.result()) for k, r in pingpongs.items() if r is not None}
     if not got:
         raise HpclabError("no pingpong run to fit a network model to", "run hpclab.course.lesson_imbalance.pingpong_specs(...) first")
     if "inter" in got:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from hpclab.analysis import phrases
 from hpclab.core.errors import HpclabError
+from hpclab.kernels import stream
 
 # The labels of the hybrid MPI+OpenMP pitfall's cases (hpclab.course.lesson_placement.PITFALL_CASES
 # and YIELD_CASES): the pitfall, its first fix, and both again with MPI yielding when idle.
@@ -179,11 +180,10 @@ def job_rates(runs, function: str = "Triad") -> pd.DataFrame:
     rows = []
     for run in runs:
         result = run.result()
-        rate = result["results"]["kernels"][function]["best_mb_s"]
+        rate = stream.best_rate(result, function)
         cpus = {p["rank"]: sorted({t["cpu"] for t in p.get("threads", [])} or {p["cpu"]}) for p in result["placement"]}
         allowed = {p["rank"]: p["allowed"] for p in result["placement"]}
-        per_rank = result["results"].get("per_rank") or []
-        rank_sum = sum(float(r[function]) for r in per_rank) if per_rank else float("nan")
+        rank_sum = stream.rank_sum_rate(result, function)
         rows.append({"label": run.spec.label, "run_id": run.run_id, "job_mb_s": rate, "rank_sum_mb_s": rank_sum,
                      "cpus_used": cpus, "allowed": allowed, "threads_per_cpu": threads_per_cpu(result),
                      "shared_cpu": shared_cpu(result)})

@@ -19,6 +19,7 @@ import pandas as pd
 from hpclab.analysis import effective_cache, phrases
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
+from hpclab.kernels import poisson as poisson_report, stream
 from hpclab.site import topology
 
 WORD = 8  # bytes per double
@@ -79,8 +80,8 @@ def stream_traffic(result: dict) -> pd.DataFrame:
     repetition's time per element of one array, in ns). Older reports (no Update, Sum, no
     byte counts) give the four STREAM functions with the same byte counts."""
     try:
-        kernels = result["results"]["kernels"]
-    except (KeyError, TypeError):
+        kernels = stream.kernel_rates(result)
+    except HpclabError:
         raise HpclabError("not a STREAM result: no results.kernels", "pass run.result() of a stream run") from None
     rows = []
     for name, (counted, read, written) in _KERNEL_TRAFFIC.items():
@@ -113,7 +114,7 @@ def memory_roof(stream_results: list[dict], fused: bool = False) -> dict:
     return {"kernel": kernel, "moved_mb_s": float(moved.max()),
             "reported_mb_s": float(tables[best].loc[kernel, "reported_mb_s"]),
             "median_moved_mb_s": float(moved.median()), "runs": len(tables),
-            "array_bytes": int(stream_results[best]["results"]["bytes_per_array"])}
+            "array_bytes": stream.bytes_per_array(stream_results[best])}
 
 
 def alone_on_the_node(cores: int | None) -> dict:
@@ -253,7 +254,7 @@ def poisson_rates(runs) -> pd.DataFrame:
     rows = []
     for r in runs:
         doc = r.result()
-        res = doc["results"]
+        res = poisson_report.measures(doc)
         rows.append({"run_id": r.run_id, "n": res["n"], "iterations": res["iterations"],
                      "variant": "fused" if res.get("fuse") else "separate",
                      "lups": res["lattice_updates_per_sec"], "wall_time": res["wall_time"],

@@ -13,6 +13,7 @@ import pandas as pd
 from hpclab.core.errors import HpclabError
 from hpclab.analysis import phrases, roofline
 from hpclab.analysis.fits import scaling_table
+from hpclab.kernels import poisson as poisson_report
 
 BYTE_COUNT_EXPLAINED = """\
 Bytes one lattice update (one point, one iteration) moves between memory and the core, when the
@@ -35,11 +36,12 @@ def run_rows(runs) -> pd.DataFrame:
     comp_mean/comp_max and mpi_mean/mpi_max (seconds over ranks), lups (lattice updates/s)."""
     rows = []
     for run in runs:
-        res = run.result()["results"]
-        comp = [sum(r["compute"].values()) for r in res["per_rank"]]
-        mpi = [sum(r["mpi"].values()) for r in res["per_rank"]]
+        doc = run.result()
+        res, ranks = poisson_report.measures(doc), poisson_report.per_rank(doc)
+        comp = [sum(r["compute"].values()) for r in ranks]
+        mpi = [sum(r["mpi"].values()) for r in ranks]
         rows.append({
-            "label": run.spec.label, "run_id": run.run_id, "ranks": len(res["per_rank"]),
+            "label": run.spec.label, "run_id": run.run_id, "ranks": len(ranks),
             "grid": "x".join(map(str, res["grid"])), "exchange": res["exchange"], "n": res["n"],
             "iterations": res["iterations"], "seconds": res["wall_time"],
             "comp_mean": sum(comp) / len(comp), "comp_max": max(comp),

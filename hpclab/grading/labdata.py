@@ -243,7 +243,9 @@ def check_run(folder: str | Path, entry: dict) -> list[str]:
         problems.append(f"spec asks for {spec.get('ntasks')} ranks, the kernel reports "
                         f"{len(doc['placement'])}")
     if doc["kernel"] == "pingpong":
-        asked = (doc["results"].get("transport") or {}).get("requested") or {}
+        from hpclab.kernels import pingpong
+
+        asked = pingpong.requested_transport(doc)
         for key, value in (spec.get("mca") or {}).items():
             if key in ("pml", "btl", "mtl") and asked.get(key) != value:
                 problems.append(f"spec sets {key}={value} but the kernel saw {key}={asked.get(key)}")

@@ -170,11 +170,12 @@ def _reference_placement(lab_dir: Path) -> dict:
         # each placement, compared by the course's phrase module: a winner only with >= 3 runs per
         # side whose ranges do not overlap, else a tie (the difference is inside the spread)
         from hpclab.analysis import phrases
+        from hpclab.kernels import stream
 
         rates = {}
         for option, role in (("bound", "distinct"), ("unbound", "unbound")):
             roles = [r for r in PLACEMENT_AGAIN[role] if r in packed]
-            rates[option] = [float(run.result()["results"]["kernels"]["Triad"]["best_mb_s"])
+            rates[option] = [stream.best_rate(run.result(), "Triad")
                              for run in labdata.runs(roles, lab_dir)]
         cmp = phrases.compare(rates["bound"], rates["unbound"], a_name="bound", b_name="unbound",
                               quantity="whole-job Triad bandwidth", unit="MB/s", lower_is_better=False)

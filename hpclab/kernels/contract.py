@@ -290,6 +290,20 @@ def parse_result_json(text: str, source: str = "result.json", kernel: str | None
     return doc
 
 
+def results_of(doc: dict, kernel: str, source: str = "result.json") -> dict:
+    """The `results` object of a kernel's JSON report (doc: from load_result or run.result()).
+
+    kernel: the kernel the caller expects; a report naming another kernel is refused (a report
+    without a kernel name, as a hand-made one, is taken as it is). The kernel modules' accessors
+    start here, so that code above the kernels floor never walks the report's layout itself.
+    Raises HpclabError when doc is not a report of that kernel or has no results object."""
+    name = doc.get("kernel") if isinstance(doc, dict) else None
+    if name is not None and name != kernel:
+        raise fail(source, None, f"this is a {name} report, not {kernel}",
+                   f"pass run.result() of a {kernel} run")
+    return need(doc, "results", "dict", "", source)
+
+
 def load_result(path: str | Path, kernel: str | None = None) -> dict:
     """Read and check a kernel's JSON report file (path). Returns the decoded dict."""
     return parse_result_json(read_text(path), source=str(path), kernel=kernel)

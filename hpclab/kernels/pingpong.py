@@ -13,7 +13,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from hpclab.kernels.contract import Report, fail, need, parse_report_text, report_attrs
+from hpclab.kernels.contract import Report, fail, need, parse_report_text, report_attrs, results_of
 from hpclab.kernels.registry import Kernel, KernelArgs, register
 
 
@@ -148,6 +148,26 @@ def pingpong_table(doc: dict, source: str = "result.json") -> pd.DataFrame:
     if not rows:
         raise fail(source, None, "results.rows is empty", "re-run the kernel")
     return _frame(rows, transport)
+
+
+# ----------------------------------------------------------------------------------------------
+# Accessors: the one way code above this floor reads a pingpong report's numbers
+# ----------------------------------------------------------------------------------------------
+
+def message_rows(doc: dict, source: str = "result.json") -> list[dict]:
+    """The rows of a pingpong report, one per message size: {bytes, repetitions, t_usec [us,
+    half the round trip], mbytes_per_sec [10^6 B/s]}. The report's own dicts, not copies (a
+    demo that forges numbers edits them in place).
+    Raises HpclabError when doc is no pingpong report or has no results.rows list."""
+    return need(results_of(doc, "pingpong", source), "rows", "list", "results", source)
+
+
+def requested_transport(doc: dict, source: str = "result.json") -> dict:
+    """What the job asked Open MPI for (results.transport.requested: {pml, btl, mtl}, the MCA
+    settings the kernel saw); {} when the report does not say (older reports).
+    Raises HpclabError when doc is no pingpong report."""
+    transport = results_of(doc, "pingpong", source).get("transport") or {}
+    return transport.get("requested") or {}
 
 
 def run_table(doc: dict, source: str) -> tuple[pd.DataFrame, dict]:

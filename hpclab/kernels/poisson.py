@@ -14,7 +14,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field, model_validator
 
-from hpclab.kernels.contract import fail, need
+from hpclab.kernels.contract import fail, need, results_of
 from hpclab.kernels.registry import Kernel, KernelArgs, register
 
 
@@ -96,6 +96,51 @@ def poisson_table(doc: dict, source: str = "result.json") -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=COLUMNS)
     table.attrs["summary"] = summary
     return table
+
+
+# ----------------------------------------------------------------------------------------------
+# Accessors: the one way code above this floor reads a Poisson report's numbers
+# ----------------------------------------------------------------------------------------------
+
+def measures(doc: dict, source: str = "result.json") -> dict:
+    """Everything a Poisson report measured (its results object): n, shape, grid, exchange,
+    iterations, residual_history, final_residual, wall_time [s], lattice_updates_per_sec, fuse,
+    per_rank (one dict per rank: rank, coords, local, compute and mpi {phase: s}, total [s]).
+    Raises HpclabError when doc is no Poisson report or has no results object."""
+    return results_of(doc, "poisson", source)
+
+
+def wall_time(doc: dict, source: str = "result.json") -> float:
+    """The solver's own time for the whole solve [s] (slowest rank).
+    Raises HpclabError when the report does not give it."""
+    return float(need(measures(doc, source), "wall_time", "number", "results", source))
+
+
+def per_rank(doc: dict, source: str = "result.json") -> list[dict]:
+    """The per-rank timers of a Poisson report: one dict per rank (rank, coords, local, compute
+    and mpi {phase: seconds}, total [s]), in the report's order.
+    Raises HpclabError when the report has no results.per_rank list."""
+    return need(measures(doc, source), "per_rank", "list", "results", source)
+
+
+def rank_compute(doc: dict, rank_index: int = 0, source: str = "result.json") -> dict[str, float]:
+    """The compute timers {phase: seconds} (copy, red, black, residuum) of the rank_index-th
+    entry of results.per_rank. Raises HpclabError when there is no such rank or timers."""
+    ranks = per_rank(doc, source)
+    if not 0 <= rank_index < len(ranks):
+        raise fail(source, None, f"results.per_rank has {len(ranks)} entries, no entry {rank_index}",
+                   "pass the result.json of a completed poisson run")
+    return need(ranks[rank_index], "compute", "dict", f"results.per_rank[{rank_index}]", source)
+
+
+def subdomain_shape(doc: dict, source: str = "result.json") -> tuple[int, int]:
+    """The grid a run solved on, (NX, NY) points: its shape (--shape), or (n, n) for a square
+    (reports before --shape give only n). Raises HpclabError when the report gives neither."""
+    res = measures(doc, source)
+    if res.get("shape"):
+        return tuple(res["shape"])
+    n = need(res, "n", "int", "results", source)
+    return (n, n)
 
 
 def run_table(doc: dict, source: str) -> tuple[pd.DataFrame, dict]:

@@ -20,7 +20,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from hpclab.kernels.contract import fail, need, placement_table, records
+from hpclab.kernels.contract import fail, need, placement_table, records, results_of
 from hpclab.kernels.registry import Kernel, KernelArgs, register
 
 
@@ -100,6 +100,42 @@ def stream_tables(doc: dict, source: str = "result.json") -> tuple[pd.DataFrame,
     if rows.empty:
         raise fail(source, None, "results.per_rank is empty", "re-run the kernel")
     return rows, _summary_table(krows)
+
+
+# ----------------------------------------------------------------------------------------------
+# Accessors: the one way code above this floor reads a STREAM report's numbers
+# ----------------------------------------------------------------------------------------------
+
+def kernel_rates(doc: dict, source: str = "result.json") -> dict[str, dict]:
+    """The whole job's entry of each function of a STREAM report: {function: {best_mb_s [MB/s],
+    avg_time, min_time, max_time [s], and in newer reports counted_bytes_per_element,
+    moved_bytes_per_element}}, as results.kernels holds them.
+    Raises HpclabError when doc is no STREAM report or has no results.kernels object."""
+    return need(results_of(doc, "stream", source), "kernels", "dict", "results", source)
+
+
+def best_rate(doc: dict, function: str, source: str = "result.json") -> float:
+    """The whole job's best rate of one function ("Triad", ...) in a STREAM report [MB/s, 10^6 B/s].
+    Raises HpclabError when the report has no such function or no rate for it."""
+    entry = need(kernel_rates(doc, source), function, "dict", "results.kernels", source)
+    return float(need(entry, "best_mb_s", "number", f"results.kernels.{function}", source))
+
+
+def rank_sum_rate(doc: dict, function: str, source: str = "result.json") -> float:
+    """The sum over ranks of each rank's own best rate of `function` [MB/s]: not a job's rate
+    (each rank may have been timed while another waited). NaN when the report has no per-rank
+    rates (an empty or missing results.per_rank). Raises HpclabError when a rank lacks the rate."""
+    ranks = results_of(doc, "stream", source).get("per_rank") or []
+    if not ranks:
+        return float("nan")
+    return sum(float(need(entry, function, "number", f"results.per_rank[{k}]", source))
+               for k, entry in enumerate(ranks))
+
+
+def bytes_per_array(doc: dict, source: str = "result.json") -> int:
+    """Bytes of one of the STREAM arrays of each rank (to compare with the caches).
+    Raises HpclabError when the report does not give it."""
+    return int(need(results_of(doc, "stream", source), "bytes_per_array", "number", "results", source))
 
 
 def run_table(doc: dict, source: str) -> tuple[pd.DataFrame, dict]:

@@ -41,6 +41,7 @@ from hpclab.analysis import phrases
 from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.jobs import templates
+from hpclab.kernels import poisson as poisson_report
 from hpclab.runs.folder import KINDS, RunFolder
 from hpclab.site import profile as site_mod
 
@@ -299,7 +300,7 @@ def native_seconds(profile: Profile, repetitions: int = 3, experiment: str = "06
         argv = [*prefix, str(exe), *_solver_args(profile.meta["n"], profile.meta["iters"],
                                                   profile.meta.get("extra_args"))]
         _run(folder, argv, env, timeout, "plain run")
-        out.append(float(_result(folder)["results"]["wall_time"]))
+        out.append(poisson_report.wall_time(_result(folder)))
     return out
 
 
@@ -307,7 +308,7 @@ def slowdown(profile: Profile, native: list[float]) -> str:
     """A sentence: how many times longer the profiled solve took than the same solve without the
     profiler (native: native_seconds()), with the spread of the plain runs and the order of
     magnitude (hpclab.analysis.phrases.ratio)."""
-    profiled = float(profile.result["results"]["wall_time"])
+    profiled = poisson_report.wall_time(profile.result)
     plain = phrases.Spread.of(native)
     in_ms = phrases.Spread.of([v * 1e3 for v in native])
     return (f"Under {profile.tool} the solve took {profiled:.3g} s; the same binary and grid without it "
@@ -553,8 +554,8 @@ def timer_shares(result: dict) -> pd.Series:
     """The same shares from the solver's own timers (rank 0 of result.json): red + black,
     residuum, copy (halo packing) in seconds, normalised to 1."""
     try:
-        comp = result["results"]["per_rank"][0]["compute"]
-    except (KeyError, IndexError, TypeError):
+        comp = poisson_report.rank_compute(result, 0)
+    except HpclabError:
         raise HpclabError("the result has no per-rank compute timers", "pass a poisson result.json") from None
     s = pd.Series({"red/black sweeps": comp["red"] + comp["black"], "residuum": comp["residuum"],
                    "halo copy": comp["copy"]}).reindex(LOOP_PHASES)
