@@ -21,9 +21,14 @@ OWNERS = ("runs", "kernels")
 def _results_subscripts(path: Path) -> list[int]:
     # The syntax tree, not the text: a hint that names report['results'] in words is no read.
     tree = ast.parse(path.read_text(), filename=str(path))
-    return [node.lineno for node in ast.walk(tree)
-            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
-            and node.slice.value == "results"]
+    def reads_results(node) -> bool:
+        if isinstance(node, ast.Subscript):   # doc["results"]
+            return isinstance(node.slice, ast.Constant) and node.slice.value == "results"
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)   # doc.get("results")
+                and node.func.attr == "get" and bool(node.args) and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == "results")
+
+    return [node.lineno for node in ast.walk(tree) if reads_results(node)]
 
 
 def test_no_module_outside_runs_and_kernels_indexes_results():

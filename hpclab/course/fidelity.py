@@ -28,6 +28,7 @@ from pathlib import Path
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
+from hpclab.kernels import poisson as poisson_report
 from hpclab.analysis import phrases, transports
 from hpclab.course import lesson_transports
 from hpclab.course import lesson_placement, sizing
@@ -345,7 +346,7 @@ def hotspots(profile) -> Row:
     startup = 1 - loop.sum() / phases.sum()
     compute = shares["red/black sweeps"] + shares["residuum"]
     top = shares.idxmax()
-    ranks = len(((profile.result or {}).get("results") or {}).get("per_rank") or [None])
+    ranks = len(poisson_report.per_rank(profile.result)) if profile.result else 1
     exact = profile.tool == "callgrind"
     here = (f"{profile.tool} ({profile.unit}{', exact counts' if exact else ', sampled'}), one rank of a "
             f"{ranks}-rank run, solve loop only: {top} leads with {shares[top]:.0%}; red/black "

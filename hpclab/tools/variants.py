@@ -11,7 +11,6 @@ JSON report (its build flags included) into one RunFolder of kind "variants"
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -21,7 +20,8 @@ import pandas as pd
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.jobs import templates
-from hpclab.kernels import registry
+from hpclab.kernels import contract, registry
+from hpclab.kernels import poisson as poisson_report
 from hpclab.runs.folder import RunFolder
 from hpclab.site import profile as site_mod
 
@@ -88,9 +88,9 @@ def compare(builds: dict, args: list[str], repetitions: int = 3, experiment: str
                 tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-8:])
                 raise HpclabError(f"{label!r} run {rep} failed (exit {r.returncode}):\n{tail}",
                                   f"its output is in {folder}")
-            doc = json.loads(out.read_text())
-            res = doc.get("results", {})
+            doc = contract.load_result(out, kernel="poisson")
+            res = poisson_report.measures(doc, str(out))
             rows.append({"build": label, "repetition": rep, "binary": str(exe),
                          "build_flags": doc.get("config", {}).get("build_flags"), "report": str(out),
-                         "lups": res.get("lattice_updates_per_sec"), "wall_time": res.get("wall_time")})
+                         "lups": res.get("lattice_updates_per_sec"), "wall_time": poisson_report.wall_time(doc, str(out))})
     return pd.DataFrame(rows)
