@@ -214,3 +214,18 @@ def test_one_abi_binary_runs_under_every_library_that_ships_the_abi(runs_root, t
         (run,) = experiment.run(spec, progress=False, timeout=900)
         assert run.state == "completed", run.folder.tail()
         assert "abi ranks=2" in (run.path / "stdout").read_text()
+
+
+# --- notebook 02's section 7 ---------------------------------------------------------------------
+
+def test_the_lesson_runs_every_installed_library_and_says_why_not_the_others():
+    """Does notebook 02's library comparison get one ping-pong spec per installed library (its
+    mpi: set, its name as the label) and a reason naming `make mpi-libraries` for each other?"""
+    from hpclab.course import lesson_transports
+
+    specs, skipped = lesson_transports.library_specs(repetitions=3)
+    assert [s.label for s in specs] + sorted(skipped) and set(s.label for s in specs) | set(skipped) == set(NAMES)
+    for s in specs:
+        assert s.mpi == s.label and s.kernel == "pingpong" and s.ntasks == 2 and s.repetitions == 3
+        assert mpi_libraries.get(s.label).installed()
+    assert all("make mpi-libraries" in why for why in skipped.values())

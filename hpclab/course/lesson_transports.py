@@ -125,3 +125,71 @@ def node_specs(max_bytes: int = 1 << 20, repetitions: int = 2, experiment: str =
                   experiment=experiment)
     return [spec.make_spec(nodes=1, label=f"intra-node{label_suffix}", **common),
             spec.make_spec(nodes=2, ntasks_per_node=1, label=f"inter-node{label_suffix}", **common)]
+
+
+# --- the same ping-pong under every MPI library here (hpclab.site.mpi_libraries) -----------------
+
+LIBRARIES_EXPERIMENT = "02-libraries"
+
+
+def library_specs(max_bytes: int = 4 << 20, repetitions: int = 3,
+                  experiment: str = LIBRARIES_EXPERIMENT) -> tuple[list, dict[str, str]]:
+    """Pingpong specs, one per MPI library installed here (each with its default transport, 2
+    ranks on one node bound to cores), and {library: why it is not run} for the others (not
+    installed: `make mpi-libraries` installs them)."""
+    from hpclab.site import mpi_libraries
+
+    out, skipped = [], {}
+    for lib in mpi_libraries.LIBRARIES:
+        if not lib.installed():
+            skipped[lib.name] = f"not installed ({lib.mpicc} is missing): `make mpi-libraries` installs it"
+            continue
+        out.append(spec.make_spec(kernel="pingpong", ntasks=2, mpi=lib.name, args={"max_bytes": max_bytes},
+                                  binding={"cpu_bind": "cores"}, label=lib.name, repetitions=repetitions,
+                                  experiment=experiment))
+    return out, skipped
+
+
+def library_table(runs) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """From completed runs of library_specs: (the pingpong rows of every run, labelled by library;
+    one row per library with the version MPI_Get_library_version gave, what the library said
+    carried the messages in each run, t(0 B) and the largest message's bandwidth as spreads)."""
+    import pandas as pd
+
+    from hpclab.analysis import phrases
+    from hpclab.analysis import transports as tr
+    from hpclab.site import mpi_libraries
+
+    tables, said = [], {}
+    for r in runs:
+        tables.append(r.table())
+        output = "".join(f.read_text(errors="replace") for f in (r.folder.stdout, r.folder.stderr) if f.exists())
+        said.setdefault(r.spec.label, []).append(mpi_libraries.transport_said(r.spec.label, output) or "(said nothing)")
+    table = pd.concat(tables, ignore_index=True)
+    runs_per = tr.per_run(table, size_range=None)
+    rows = []
+    for label, group in runs_per.groupby("label", sort=False):
+        version = str(next(r for r in runs if r.spec.label == label).result()["config"].get("mpi_library") or "")
+        largest = int(group["largest_bytes"].max())
+        rows.append({"library": label, "MPI_Get_library_version": version.split(",")[0],
+                     "carried by (as it said)": ", ".join(sorted(set(said[label]))),
+                     "t(0 B) [us]": phrases.Spread.of(group["latency_us"]).text(),
+                     f"bandwidth at {largest >> 20} MiB [MB/s]": phrases.Spread.of(group["largest_mb_s"]).text()})
+    return table, pd.DataFrame(rows).set_index("library")
+
+
+def library_sentences(table: "pd.DataFrame", reference: str = "openmpi-system") -> list[str]:
+    """Each other library against the reference (the system Open MPI), in latency and bandwidth,
+    built from the runs' spreads (hpclab.analysis.transports.compare)."""
+    from hpclab.analysis import transports as tr
+
+    labels = list(dict.fromkeys(table["label"]))
+    if reference not in labels:
+        return [f"no run of {reference} to compare with"]
+    out = []
+    for other in labels:
+        if other == reference:
+            continue
+        c = tr.compare(table, reference, other)
+        out.append(f"{c.latency.sentence()} {c.bandwidth.sentence()}")
+    return out
