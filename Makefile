@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 HPCLAB := $(VENV)/bin/hpclab
 PYTEST_ARGS ?=
 
-.PHONY: help setup build cluster-up cluster-down cluster-status course test bench lab grade-demo grade classroom classroom-down bench-classroom distro-check clean
+.PHONY: uninstall help setup build cluster-up cluster-down cluster-status course test bench lab grade-demo grade classroom classroom-down bench-classroom distro-check clean
 
 help:
 	@echo "make course        set up, start the local cluster, run every notebook and lab, write the report"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench-classroom  30 simulated students through the hub: build/classroom/load.json"
 	@echo "make cluster-up | cluster-down | cluster-status"
 	@echo "make distro-check DIST=trixie  set-up and course in a pristine Debian root (NOTEBOOKS=... for some)"
+	@echo "make uninstall     remove what set-up and the cluster installed (DRY=1 to see; keeps runs/)"
 
 setup:
 	@bash scripts/setup.sh
@@ -97,3 +98,8 @@ distro-check:
 
 clean:
 	rm -rf build/bin build/lib build/course build/bench
+
+# Remove what make setup and the local cluster installed for this checkout (scripts/uninstall.sh):
+# DRY=1 only says what; runs/ is kept unless RUNS=delete; apt packages only with APT=remove.
+uninstall:
+	@bash scripts/uninstall.sh

@@ -84,6 +84,8 @@ if ((required)); then
   if ((!had_policy)); then printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; fi
   apt-get install -y -q --no-install-recommends "${install[@]}"
   ((had_policy)) || rm -f "$policy"
+  # what set-up itself installed, so that `make uninstall` can name (and with APT=remove purge) it
+  mkdir -p /var/lib/hpclab && printf '%s\n' "${install[@]}" >> /var/lib/hpclab/apt-installed.txt
 else
   say "system packages: all present"
 fi

@@ -147,3 +147,24 @@ def test_lab_server_needs_its_token(lab_server):
         urllib.request.urlopen(f"{lab_server.base}/api/contents", timeout=10)
     assert err.value.code == 403
     assert lab_server.api("status")["kernels"] >= 0
+
+
+def test_the_course_report_renders_with_its_notebooks(cluster, page, tmp_path, monkeypatch):
+    """Does the report `make course` writes (here for notebook 01 with the quick parameter set)
+    open in the browser, list the notebook as passed with its time, and link to its page, which
+    renders? The screenshots (course-report, course-report-notebook) are the README's pictures'
+    source (docs/images/ holds the ones taken from a whole course)."""
+    from hpclab.course import runner as course
+
+    monkeypatch.setenv("HPCLAB_QUICK", "1")
+    out = tmp_path / "report"
+    report = course.run_course([paths.repo() / "notebooks" / "01-mpi-landscape.ipynb"], out)
+    assert [n.ok for n in report.notebooks] == [True]
+    page.goto((out / "index.html").as_uri(), wait_until="load")
+    body = page.locator("body").inner_text()
+    assert "01-mpi-landscape" in body and "ok" in body.lower()
+    ui.shot(page, "course-report")
+    page.locator("a[href*='01-mpi-landscape']").first.click()
+    page.wait_for_load_state("load")
+    assert "MPI" in page.locator("body").inner_text()
+    ui.shot(page, "course-report-notebook")
