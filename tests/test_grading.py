@@ -226,6 +226,19 @@ def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
     assert not list((tmp_path / "course").rglob("SNOOP"))
 
 
+def test_grading_in_parallel_gives_the_serial_grades(real_runs, tmp_path):
+    """Autograded two at a time, each submission by its own nbgrader in its own sandbox, does a
+    class (an infinite loop, an exception and a tampered test among them) get exactly the cell
+    scores one nbgrader process gives them one after another?"""
+    root = next(iter(real_runs.values())).parent.parent
+    kinds = ["full", "wrong", "loop", "exception", "tamper"]
+    serial = demo.run_demo(tmp_path / "serial", students=kinds, timeout=10, runs_root=root, jobs=1)
+    parallel = demo.run_demo(tmp_path / "parallel", students=kinds, timeout=10, runs_root=root, jobs=2)
+    print(f"autograde of {len(kinds)}: serial {serial['autograde_s']:.1f} s, two at a time {parallel['autograde_s']:.1f} s")
+    assert parallel["cells"] == serial["cells"] and parallel["scores"] == serial["scores"]
+    assert parallel["ok"] and serial["ok"]
+
+
 @pytest.mark.parametrize("lab", pipeline.LABS)
 def test_release_removes_solutions_and_hidden_tests(lab, tmp_path):
     """Does nbgrader's release of each lab keep the visible tests and stubs but no solution and

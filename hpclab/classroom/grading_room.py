@@ -376,10 +376,11 @@ def _stamps(lay: ClassroomLayout, kind: str, lab: str) -> dict[str, str]:
             for p in (lay.nbgrader_course / kind).glob(f"*/{lab}/timestamp.txt")}
 
 
-def collect_and_autograde(lay: ClassroomLayout, lab: str) -> Autograded:
+def collect_and_autograde(lay: ClassroomLayout, lab: str, jobs: int | None = None) -> Autograded:
     """Collect every student's newest own submission of `lab` from the exchange (nbgrader
     collect --update, with the owner and link checks of hpclab.classroom.exchange) and autograde what is
-    new in the sandbox (hpclab.grading.pipeline's autograde), as the grader."""
+    new in the sandbox (hpclab.grading.pipeline's autograde, `jobs` submissions at once; default
+    one per core), as the grader."""
     _check_lab(lab)
     before = _stamps(lay, "submitted", lab)
     t0 = time.monotonic()
@@ -394,7 +395,7 @@ def collect_and_autograde(lay: ClassroomLayout, lab: str) -> Autograded:
     graded_before = _stamps(lay, "autograded", lab)
     t1 = time.monotonic()
     if any(graded_before.get(s) != stamp for s, stamp in submitted.items()):
-        _grading(lay, "autograde", lab)
+        _grading(lay, "autograde", lab, *([f"--jobs={jobs}"] if jobs else []))
     autograde_s = time.monotonic() - t1
     graded = sorted(s for s, stamp in _stamps(lay, "autograded", lab).items() if graded_before.get(s) != stamp)
     scores = {s: (sum(v[0] for v in cells.values()), sum(v[1] for v in cells.values()))

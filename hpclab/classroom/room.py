@@ -33,7 +33,7 @@ from hpclab.site import modules
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
-from hpclab.classroom import accounting, accounts, grading_room, hub, install, record
+from hpclab.classroom import accounting, accounts, exposure, grading_room, hub, install, record
 from hpclab.classroom.layout import (INSTRUCTORS_GROUP, MAX_STUDENTS, SLURM_ACCOUNT, STUDENTS_GROUP, ClassroomLayout,
                                      instructor_name, layout, student_name)
 
@@ -47,6 +47,7 @@ class UpReport:
     passwords: str = ""
     seconds: float = 0.0
     venv_built: bool = False
+    notes: list[str] = field(default_factory=list)
 
     def render(self) -> str:
         lines = [f"classroom up in {self.seconds:.1f} s: {len(self.students)} students, "
@@ -55,6 +56,7 @@ class UpReport:
                  f"  passwords: {self.passwords} (readable by {self.instructors[0]} only: hand them out)"]
         if self.new_accounts:
             lines.append(f"  new accounts: {', '.join(self.new_accounts)}")
+        lines += [f"  {note}" for note in self.notes]
         lines.append("  stop it with 'hpclab classroom down' (keeps accounts, homes and the course; "
                      "'up' brings it back)")
         return "\n".join(lines)
@@ -107,6 +109,9 @@ def _up(students: int, instructors: int, settings: hub.HubSettings | None, limit
     rec.settings.update(students=students, instructors=instructors, spawner=settings.spawner,
                         bind=f"{settings.bind_ip}:{settings.port}")
     rec.save()
+    # Before any student account exists: the checkout's lab sources must be out of their reach.
+    closed = exposure.close_checkout(rec.settings)
+    rec.save()
     student_names = [student_name(i) for i in range(1, students + 1)]
     instructor_names = [instructor_name(i) for i in range(1, instructors + 1)]
 
@@ -128,7 +133,8 @@ def _up(students: int, instructors: int, settings: hub.HubSettings | None, limit
     modules.write_modulefiles(lay.modulefiles)
     grading_room.prepare(lay, rec, student_names, instructor_names)
     url = hub.start(lay, rec, settings)
-    return UpReport(url, student_names, instructor_names, new, str(lay.passwords), time.monotonic() - t0, built)
+    return UpReport(url, student_names, instructor_names, new, str(lay.passwords), time.monotonic() - t0, built,
+                    closed)
 
 
 def _instructors_folder(lay: ClassroomLayout, owner: str) -> None:
@@ -320,6 +326,9 @@ def _remove(lay: ClassroomLayout, rec: record.Record, purge: bool, archive_dir: 
 
     removed = []
     grading_room.remove(lay, rec)
+    reopened = exposure.reopen_checkout(rec.settings)
+    if reopened:
+        removed.append(reopened)
     if rec.slurm:
         accounting.remove(rec)
         removed.append("Slurm account, QOS and associations")
@@ -444,12 +453,13 @@ def release(lab: str, lay: ClassroomLayout | None = None) -> RoundReport:
     return RoundReport(head, rows)
 
 
-def collect(lab: str, lay: ClassroomLayout | None = None) -> RoundReport:
+def collect(lab: str, lay: ClassroomLayout | None = None, jobs: int | None = None) -> RoundReport:
     """Collect every student's newest own submission of `lab` and autograde what is new in the
-    sandbox, as the grader's account (grading_room.collect_and_autograde). Per student: collected
-    now and graded (score), graded earlier, or no submission."""
+    sandbox, as the grader's account (grading_room.collect_and_autograde), `jobs` submissions at
+    once (default: one per core). Per student: collected now and graded (score), graded earlier,
+    or no submission."""
     lay, students = _room_course(lay)
-    a = grading_room.collect_and_autograde(lay, lab)
+    a = grading_room.collect_and_autograde(lay, lab, jobs=jobs)
     head = (f"{lab}: collected {len(a.collected)} new submissions in {a.collect_s:.1f} s, autograded "
             f"{len(a.graded)} in the sandbox as {grading_room.GRADER} in {a.autograde_s:.1f} s")
     rows = []

@@ -54,7 +54,8 @@ def _round_step(args: argparse.Namespace) -> int:
 
     step = {"release": room.release, "collect": room.collect, "feedback": room.feedback,
             "export": room.export}[args.classroom_command]
-    print(step(args.lab).render())
+    extra = {"jobs": args.jobs} if args.classroom_command == "collect" else {}
+    print(step(args.lab, **extra).render())
     return 0
 
 
@@ -104,4 +105,7 @@ def add_commands(subparsers) -> None:
             q.add_argument("lab", nargs="?", help=LAB_HELP + "; every lab when left out")
         else:
             q.add_argument("lab", help=LAB_HELP)
+        if name == "collect":
+            q.add_argument("--jobs", type=int, default=None,
+                           help="submissions autograded at once, each in its own sandbox (default: one per core)")
         q.set_defaults(func=_round_step)

@@ -34,6 +34,8 @@ def add_steps(subparsers) -> None:
     a.add_argument("--timeout", type=int, help="seconds per cell (default: the course's Execute.timeout)")
     a.add_argument("--unconfined", action="store_true",
                    help="no sandbox: only for your own test notebooks, never students'")
+    a.add_argument("--jobs", type=int, default=None,
+                   help="submissions graded at once, each in its own sandbox (default: one per core; 1: one after another)")
     f = subparsers.add_parser("feedback", help="HTML feedback per student (feedback/STUDENT/LAB/)")
     f.add_argument("course", help=COURSE_HELP)
     f.add_argument("lab", help=LABS_HELP)
@@ -57,7 +59,7 @@ def run_step(args: argparse.Namespace) -> int:
     elif args.step == "collect":
         print("collected:", " ".join(pipeline.collect(args.course, args.lab, args.downloads)))
     elif args.step == "autograde":
-        pipeline.autograde(args.course, args.lab, args.timeout, args.unconfined)
+        pipeline.autograde(args.course, args.lab, args.timeout, args.unconfined, jobs=args.jobs)
         for student, cells in sorted(pipeline.cell_scores(args.course, args.lab).items()):
             got, mx = sum(v[0] for v in cells.values()), sum(v[1] for v in cells.values())
             print(f"{student:16s} {got:g} / {mx:g}")

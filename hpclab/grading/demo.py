@@ -432,12 +432,13 @@ def _hostile_verdicts(course: Path, fill: dict, students, sleeper, jobs: list[st
 
 
 def run_demo(course_dir: str | Path | None = None, students=None, timeout: int = 15,
-             runs_root: str | Path | None = None) -> dict:
+             runs_root: str | Path | None = None, jobs: int | None = None) -> dict:
     """Run the simulated class through release, zip collect, autograde, feedback and export.
 
     course_dir: new folder (default build/grade-demo/<time>); students: kinds from EXPECTED_LOST
     (default all, the hostile wing included); timeout: seconds per cell while autograding;
-    runs_root: where the class's real runs are found or made (default runs/). Returns {"course",
+    runs_root: where the class's real runs are found or made (default runs/); jobs: submissions
+    autograded at once (pipeline.autograde; default one per core). Returns {"course",
     "csv", "lines" (one per student), "scores" {student: (score, max)}, "expected" {student: score},
     "cells" (cell_scores), "flags" (tampered_cells), "feedback" [html files],
     "hostile" {kind: "" if blocked, else what got through}, "jobs" (Slurm jobs the class made:
@@ -489,7 +490,7 @@ def run_demo(course_dir: str | Path | None = None, students=None, timeout: int =
         before = _snapshot(guarded)
         since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
         t0 = time.monotonic()
-        autograde(course, DEMO_LAB, timeout=timeout)
+        autograde(course, DEMO_LAB, timeout=timeout, jobs=jobs)
         seconds = time.monotonic() - t0
         after = _snapshot(guarded)
         changed = sorted(k for k in guarded if before[k] != after[k])

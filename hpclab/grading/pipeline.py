@@ -146,11 +146,14 @@ def collect(course_dir: str | Path, lab: str, downloads: str | Path) -> list[str
 
 
 def autograde(course_dir: str | Path, lab: str, timeout: int | None = None,
-              unconfined: bool = False) -> None:
+              unconfined: bool = False, jobs: int | None = None) -> None:
     """Execute and grade every collected submission of a lab: nbgrader autograde with the
     kernel in hpclab.grading.sandbox and test cells checked outside it (hpclab.grading.answers).
     timeout: seconds per cell (default: grader/nbgrader_config.py's). unconfined: no sandbox,
-    for the instructor's own test notebooks only.
+    for the instructor's own test notebooks only. jobs: submissions graded at once, each by its
+    own `nbgrader autograde --student` in its own sandbox (default: one per core; 1 grades them
+    all in one nbgrader process, as before). A student's failure does not stop the others; the
+    error names every student whose grading failed.
 
     Raises HpclabError, before anything runs, when no sandbox can be made here (and unconfined
     is not asked for) or when the course's nbgrader_config.py predates the sandbox."""
@@ -169,10 +172,43 @@ def autograde(course_dir: str | Path, lab: str, timeout: int | None = None,
         args.append(f"--Execute.timeout={int(timeout)}")
     if unconfined:
         args.append("--SandboxExecute.unconfined=True")
+    students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{lab}"))
+    jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
     try:
-        _sh(course, *args)
+        if jobs == 1 or len(students) <= 1:
+            _sh(course, *args)
+        else:
+            _autograde_each(course, args, students, jobs)
     finally:
         sandbox.sweep()
+
+
+def _autograde_each(course: Path, args: list[str], students: list[str], jobs: int) -> None:
+    """nbgrader autograde per student, `jobs` at a time, each with its own folder for the kernel's
+    sockets. The notebooks' execution is what takes the time and each runs in its own sandbox;
+    the gradebook is SQLite, whose writers wait for each other (nbgrader commits each notebook's
+    grades in a short transaction)."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(student: str) -> str:
+        # jupyter's ipc sockets are named <ip>-<port> with ports counted from 1, and ip defaults to
+        # a path in the client's folder: two nbgrader processes in one course would pick the same
+        # names and the sandbox's links to their kernels would replace each other. Each gets its own.
+        ipc = Path(tempfile.mkdtemp(prefix="hpclab-ipc-"))
+        try:
+            _sh(course, *args, f"--student={student}", f"--KernelManager.ip={ipc / 'kernel'}")
+            return ""
+        except HpclabError as exc:
+            return f"{student}: {exc.what}"
+        finally:
+            shutil.rmtree(ipc, ignore_errors=True)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        failed = [f for f in pool.map(one, students) if f]
+    if failed:
+        raise HpclabError(f"autograde failed for {len(failed)} of {len(students)} submission(s): " + "; ".join(failed),
+                          f"full output in {course / 'logs' / 'autograde.log'}; the other submissions are graded")
 
 
 def feedback(course_dir: str | Path, lab: str) -> list[Path]:
