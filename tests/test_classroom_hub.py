@@ -37,12 +37,15 @@ def test_tls_needs_both_certificate_and_key(tmp_path):
 
 def test_rendered_config_keeps_apis_on_loopback_and_nobody_admin(tmp_path):
     """Does the config compile, bind both APIs to loopback, allow only the room's groups, make
-    nobody an admin and give the culler only the scopes it needs?"""
+    nobody an admin, give the culler only the scopes it needs, and let the instructors open the
+    students' servers (the hub group of the students) and no one else's?"""
     lay = ClassroomLayout(tmp_path)
     text = hub_config.render(lay, hub.HubSettings(bind_ip="10.0.0.5", port=8443), slurm_conf="/etc/slurm.conf",
                              instructors=["instructor1"], services=[{"name": "formgrader", "url": "http://127.0.0.1:9999"}],
                              roles=[{"name": "formgrader-access", "scopes": ["access:services!service=formgrader"],
-                                     "users": ["instructor1"]}])
+                                     "users": ["instructor1"]}], students=["student02", "student01"])
+    assert "'access:servers!group=hpclab-students'" in text and "'access:servers'" not in text
+    assert "c.JupyterHub.load_groups = {'hpclab-students': {'users': ['student01', 'student02']}}" in text
     compile(text, "jupyterhub_config.py", "exec")
     assert "c.JupyterHub.bind_url = 'http://10.0.0.5:8443/'" in text
     assert "c.JupyterHub.hub_ip = '127.0.0.1'" in text
@@ -321,18 +324,20 @@ def test_stop_takes_every_server_and_the_slurm_spawner_runs_servers_as_jobs(room
 @pytest.mark.cluster
 @pytest.mark.classroom
 def test_a_student_reaches_neither_another_students_server_nor_the_proxy_api(room):
-    """With their own login, can neither another student nor an instructor open a student's server? Does the proxy's
-    API (reachable on loopback from the student's own processes) refuse them without its token,
-    which their server's environment does not hold?"""
+    """With their own login, can another student not open a student's server, while an instructor
+    can (to help someone stuck: the instructors' role has access to the students' hub group)?
+    Does the proxy's API (reachable on loopback from the student's own processes) refuse them
+    without its token, which their server's environment does not hold?"""
     owner, other = _client(room, "student01"), _client(room, "student02")
     owner.start_server()
     try:
-        for intruder in (other, _client(room, "instructor1")):  # instructors manage servers, never enter them
-            r = intruder._request("GET", owner.server_url() + "api/contents", headers=intruder._auth(),
-                                  allow_redirects=False)
-            assert r.status_code in (302, 403), (intruder.username, r.status_code)
-        assert owner.contents()["type"] == "directory"
+        r = other._request("GET", owner.server_url() + "api/contents", headers=other._auth(), allow_redirects=False)
+        assert r.status_code in (302, 403), r.status_code
         instructor = _client(room, "instructor1")
+        r = instructor._request("GET", owner.server_url() + "api/contents", headers=instructor._auth(),
+                                allow_redirects=False)
+        assert r.status_code == 200 and r.json()["type"] == "directory", r.status_code
+        assert owner.contents()["type"] == "directory"
         listing = instructor._hub("GET", "users")
         assert listing.status_code == 200 and "student01" in {u["name"] for u in listing.json()}
         assert other._hub("GET", "users").status_code == 403  # a student does not list the room

@@ -245,7 +245,7 @@ def start(lay: ClassroomLayout, rec: Record, settings: HubSettings) -> str:
     services, roles = grading_room.hub_services(lay)
     text = hub_config.render(lay, settings, slurm_conf=local.slurm_env()["SLURM_CONF"],
                              instructors=_members(INSTRUCTORS_GROUP), services=services, roles=roles,
-                             server_partition=partition, server_qos=qos)
+                             server_partition=partition, server_qos=qos, students=_members(STUDENTS_GROUP))
     write_atomic(f.config, text, mode=0o600)
     env = {"PATH": f"{lay.venv / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": "/root", "LANG": "C.UTF-8", **local.slurm_env()}

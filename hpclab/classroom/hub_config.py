@@ -7,8 +7,10 @@ is read from its own file (0600) when the hub starts, so the config holds no sec
 Who may do what:
 - PAM login, allowed for the groups hpclab-students and hpclab-instructors only (a system account
   that is in neither cannot log in, even with the right password);
-- nobody is a JupyterHub admin (an admin may open any student's server, and with it their home);
-  instructors get a role to see the room and start or stop servers, not to enter them;
+- nobody is a JupyterHub admin (an admin may open every server, the other instructors' too);
+  instructors get a role to see the room, start or stop servers, and open a student's server to
+  help (access:servers of the hub group of the students, whom the config lists): an instructor
+  then works in that server as the student would, in the student's home;
 - the idle culler holds just the scopes it needs; the formgrader and its roles come from
   grading_room.hub_services.
 - The hub's API (8081) and the proxy's API (8001) listen on loopback only; the public address is
@@ -75,7 +77,8 @@ def site_name(lay: ClassroomLayout) -> str:
 
 
 def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list[str],
-           services: list[dict], roles: list[dict], server_partition: str = "", server_qos: str = "") -> str:
+           services: list[dict], roles: list[dict], server_partition: str = "", server_qos: str = "",
+           students: list[str] = ()) -> str:
     """The text of jupyterhub_config.py. `settings` is a hub.HubSettings; `services` and `roles`
     are added to the hub's own (the idle culler's, the instructors')."""
     files = HubFiles(lay.hub)
@@ -95,8 +98,9 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
     all_roles = [
         {"name": CULLER, "description": "stop servers idle longer than the timeout",
          "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"], "services": [CULLER]},
-        {"name": INSTRUCTOR_ROLE, "description": "see the room and start or stop servers, without entering them",
-         "scopes": ["admin-ui", "list:users", "read:users", "read:users:activity", "read:servers", "servers"],
+        {"name": INSTRUCTOR_ROLE, "description": "see the room, start or stop servers, open a student's server to help",
+         "scopes": ["admin-ui", "list:users", "read:users", "read:users:activity", "read:servers", "servers",
+                    f"access:servers!group={STUDENTS_GROUP}"],
          "users": sorted(instructors)},
         *roles,
     ]
@@ -164,6 +168,8 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
         "# --- services: the idle culler (and the formgrader, from grading_room)",
         f"c.JupyterHub.services = {all_services!r}",
         f"c.JupyterHub.load_roles = {all_roles!r}",
+        "# the students as a hub group: the instructors' role may open their servers, no one else's",
+        f"c.JupyterHub.load_groups = {{{STUDENTS_GROUP!r}: {{'users': {sorted(students)!r}}}}}",
         "",
     ]
     return "\n".join(lines)
