@@ -168,15 +168,24 @@ class MemoryWatch:
 
 
 def simulate_room(base_url: str, passwords: dict[str, str], lab: str, source_nb,
-                  arrive_over_s: float) -> list[StudentRun]:
-    """Every student of `passwords` (user -> password), arriving evenly over `arrive_over_s`."""
+                  arrive_over_s: float, on_done=None) -> list[StudentRun]:
+    """Every student of `passwords` (user -> password), arriving evenly over `arrive_over_s`.
+    on_done(run): called as each student finishes (for a progress line), in the order they do.
+    Returns the runs in the students' order."""
+    from concurrent.futures import as_completed
+
     users = sorted(passwords)
     t0 = time.monotonic()
     step = arrive_over_s / max(1, len(users))
     with ThreadPoolExecutor(max_workers=len(users)) as pool:
-        futures = [pool.submit(simulate_student, base_url, u, passwords[u], lab, source_nb, t0, i * step)
-                   for i, u in enumerate(users)]
-        return [f.result() for f in futures]
+        futures = {pool.submit(simulate_student, base_url, u, passwords[u], lab, source_nb, t0, i * step): u
+                   for i, u in enumerate(users)}
+        done = {}
+        for f in as_completed(futures):
+            done[futures[f]] = f.result()
+            if on_done is not None:
+                on_done(done[futures[f]])
+        return [done[u] for u in users]
 
 
 def percentile(values: list[float], q: float) -> float | None:
