@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,9 @@ def test_rendered_config_keeps_apis_on_loopback_and_nobody_admin(tmp_path):
                                      "users": ["instructor1"]}], students=["student02", "student01"])
     assert "'access:servers!group=hpclab-students'" in text and "'access:servers'" not in text
     assert "c.JupyterHub.load_groups = {'hpclab-students': {'users': ['student01', 'student02']}}" in text
+    # the prestart service may start and stop the students' servers only; its token stays in its file
+    assert "'servers!group=hpclab-students'" in text and "'hpclab-prestart'" in text
+    assert "prestart_api_token')).read_text()" in text or "prestart_api_token').read_text()" in text
     compile(text, "jupyterhub_config.py", "exec")
     assert "c.JupyterHub.bind_url = 'http://10.0.0.5:8443/'" in text
     assert "c.JupyterHub.hub_ip = '127.0.0.1'" in text
@@ -351,3 +355,38 @@ def test_a_student_reaches_neither_another_students_server_nor_the_proxy_api(roo
         assert probe.stdout.strip() == "403", probe
     finally:
         owner.stop_server()
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_prestarted_servers_are_ready_when_their_students_log_in(room):
+    """Does `classroom prestart` start the students' servers (as the students, spread over the
+    time asked), so that a student who then logs in finds a server that answers at once, and
+    does a second prestart leave running servers alone? The time from login to an answering
+    server, with and without prestart, is printed for the record."""
+    from hpclab.classroom import room as room_mod
+
+    lay, _ = room
+    cold = _client(room, "student03")
+    t0 = time.monotonic()
+    cold_s = cold.start_server()
+    cold.stop_server()
+    users = ["student01", "student02", "student03"]
+    try:
+        report = room_mod.prestart(over_s=2.0, lay=lay, students=users)
+        assert report.head.startswith("prestart: 3 of 3"), report.render()
+        assert all(what.startswith("ready") for _, what in report.per_student), report.render()
+        for user in users:
+            assert {_uid_of(pid) for pid in _server_pids(user)} == {accounts.uid(user)}
+        again = room_mod.prestart(over_s=0.0, lay=lay, students=users)
+        assert all(what == "was running already" for _, what in again.per_student), again.render()
+        t1 = time.monotonic()
+        warm = _client(room, "student03")
+        warm_s = warm.start_server()
+        login_s = time.monotonic() - t1
+        print(f"login to an answering server: {cold_s:.1f} s cold (one start alone), {login_s:.2f} s prestarted "
+              f"({warm_s:.2f} s of it waiting for the server); {time.monotonic() - t0:.0f} s in all")
+        assert warm_s < cold_s
+    finally:
+        for user in users:
+            _client(room, user).stop_server()

@@ -234,6 +234,7 @@ def start(lay: ClassroomLayout, rec: Record, settings: HubSettings) -> str:
     ensure_proxy(lay, rec)
     _ensure_secret(f.cookie_secret)
     _ensure_secret(f.proxy_token)
+    _ensure_secret(f.prestart_token)
     # the database holds every user's tokens: root's and 0600 (SQLite keeps the mode it finds)
     os.close(os.open(f.db, os.O_WRONLY | os.O_CREAT, 0o600))
     f.db.chmod(0o600)

@@ -27,6 +27,9 @@ from hpclab.classroom.layout import INSTRUCTORS_GROUP, STUDENTS_GROUP, Classroom
 HUB_API_PORT = 8081
 PROXY_API_PORT = 8001
 CULLER = "idle-culler"
+# A service without a process: root's `hpclab classroom prestart` uses its token to start the
+# students' servers before they arrive. It may start and stop those servers, not enter them.
+PRESTART = "hpclab-prestart"
 INSTRUCTOR_ROLE = "hpclab-instructor"
 SERVER_JOB_NAME = "spawner-jupyterhub"  # batchspawner's Slurm job name for a student's server
 
@@ -52,6 +55,11 @@ class HubFiles:
     @property
     def proxy_token(self) -> Path:
         return self.folder / "proxy_auth_token"
+
+    @property
+    def prestart_token(self) -> Path:
+        """The token of the prestart service (hpclab classroom prestart): root's, 0600."""
+        return self.folder / "prestart_api_token"
 
     @property
     def log(self) -> Path:
@@ -102,6 +110,9 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
          "scopes": ["admin-ui", "list:users", "read:users", "read:users:activity", "read:servers", "servers",
                     f"access:servers!group={STUDENTS_GROUP}"],
          "users": sorted(instructors)},
+        {"name": PRESTART, "description": "start the students' servers before they arrive",
+         "scopes": ["list:users", "read:users", "read:servers", f"servers!group={STUDENTS_GROUP}"],
+         "services": [PRESTART]},
         *roles,
     ]
     spawner = "ClassroomSlurmSpawner" if settings.spawner == "slurm" else "ClassroomLocalSpawner"
@@ -167,6 +178,9 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
         "",
         "# --- services: the idle culler (and the formgrader, from grading_room)",
         f"c.JupyterHub.services = {all_services!r}",
+        "# the prestart service's token is read from its own file (0600), as the proxy's is",
+        f"c.JupyterHub.services.append({{'name': {PRESTART!r}, "
+        f"'api_token': Path({str(files.prestart_token)!r}).read_text().strip()}})",
         f"c.JupyterHub.load_roles = {all_roles!r}",
         "# the students as a hub group: the instructors' role may open their servers, no one else's",
         f"c.JupyterHub.load_groups = {{{STUDENTS_GROUP!r}: {{'users': {sorted(students)!r}}}}}",

@@ -5,6 +5,7 @@
                                   export the grades, archive the course and every home, then delete it
     release | collect | feedback | export LAB
                                   one step of a lab's round on the room's exchange, per student
+    prestart [--over SECONDS]     start every student's server before class, spread over the seconds
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ def _status(args: argparse.Namespace) -> int:
 
     print(room.status())
     return 0
+
+
+def _prestart(args: argparse.Namespace) -> int:
+    from hpclab.classroom import room  # imported when the command runs
+
+    report = room.prestart(over_s=args.over)
+    print(report.render())
+    return 0 if report.head.startswith(f"prestart: {len(report.per_student)} of") else 1
 
 
 def _round_step(args: argparse.Namespace) -> int:
@@ -96,6 +105,10 @@ def add_commands(subparsers) -> None:
     r.set_defaults(func=_remove)
     s = sub.add_parser("status", help="what the classroom has and whether its hub runs")
     s.set_defaults(func=_status)
+    ps = sub.add_parser("prestart", help="start every student's server before class, spread over --over seconds")
+    ps.add_argument("--over", type=float, default=300.0,
+                    help="seconds over which the starts are spread (a start costs about 2 CPU-seconds)")
+    ps.set_defaults(func=_prestart)
     for name, helptext in (("release", "release a lab to the room's exchange (students fetch it)"),
                            ("collect", "collect the students' submissions of a lab and autograde them in the sandbox"),
                            ("feedback", "release the autograded labs' feedback (students fetch it)"),
