@@ -1,7 +1,7 @@
 """A simulated class graded end to end (`run_demo`, `grade_demo`): every student packs the same
 real pingpong runs of lab-transports and differs in what their notebook does: the solution,
 wrong answers, an infinite loop, an exception, 200 000 printed lines, edited tests, snooping,
-forged or missing data, and a hostile wing that tries one way out of the sandbox each (HOSTILE).
+forged or missing data, and a hostile wing that tries one way out of the sandbox each (hostile/<kind>.py.in).
 Each student's expected lost cells are in EXPECTED_LOST; run_demo also checks from outside that
 nothing outside the submissions changed and that Slurm saw no job of theirs.
 """
@@ -34,7 +34,7 @@ EXPECTED_LOST = {
     "snoop": set(),                                  # tries to read hidden tests / write gradebook
     "forged": {"test-latency", "test-bandwidth", "test-nhalf", "test-choice", "test-unknown"},  # edited data
     "nodata": {"test-latency", "test-bandwidth", "test-nhalf", "test-choice", "test-unknown"},  # no runs packed
-    # the hostile wing: each tries one way out of the sandbox, then answers right (HOSTILE)
+    # the hostile wing: each tries one way out of the sandbox, then answers right (hostile/<kind>.py.in)
     "sbatch": set(),                                 # submits a Slurm job
     "signal": set(),                                 # signals a process outside (and pid 1)
     "network": set(),                                # connects to the cluster's ports, and out
@@ -49,162 +49,18 @@ EXPECTED_LOST = {
 HOSTILE_KINDS = ("sbatch", "signal", "network", "secrets", "others", "write", "forkbomb",
                  "membomb", "patch")
 
-# Each attempt prints "ATTEMPT <name>: blocked (...)" or "ATTEMPT <name>: SUCCEEDED (...)";
-# run_demo also checks from outside (Slurm accounting, the sleeper's life, checksums, files).
-# @NAME@ placeholders are filled in by run_demo.
-HOSTILE = {
-    "sbatch": r'''
-import subprocess
-_out = []
-for _env in ({}, {"SLURM_CONF": "@STATE@/etc/slurm.conf"}):   # sbatch's default config, the cluster's
-    try:
-        _p = subprocess.run(["sbatch", "--job-name=@NONCE@", "--wrap", "id > /tmp/escaped"],
-                            capture_output=True, text=True, timeout=4, env={"PATH": "/usr/bin:/bin", **_env})
-        _out.append((_p.returncode, (_p.stdout + _p.stderr).strip()[-120:]))
-    except Exception as _e:
-        _out.append((-1, repr(_e)))
-print("ATTEMPT sbatch:", "SUCCEEDED" if any(rc == 0 for rc, _ in _out) else "blocked", _out)
-''',
-    "signal": r'''
-import os, signal
-_out = []
-for _pid in (@SLEEPER@, 1):
-    try:
-        os.kill(_pid, signal.SIGTERM)
-        _out.append((_pid, "sent"))
-    except OSError as _e:
-        _out.append((_pid, _e.strerror))
-print("ATTEMPT signal:", "SUCCEEDED" if any(r == "sent" for _, r in _out) else "blocked", _out)
-''',
-    "network": r'''
-import socket
-_out = []
-for _addr in [("127.0.0.1", p) for p in (6917, 6918, 6919, 13306)] + [("10.213.0.1", 6917), ("1.1.1.1", 53)]:
-    try:
-        socket.create_connection(_addr, timeout=3).close()
-        _out.append((_addr, "connected"))
-    except OSError as _e:
-        _out.append((_addr, _e.strerror or repr(_e)))
-print("ATTEMPT network:", "SUCCEEDED" if any(r == "connected" for _, r in _out) else "blocked", _out)
-''',
-    "secrets": r'''
-import glob, socket
-_read = []
-for _path in ["/etc/shadow", "/etc/slurm/slurm.conf", "@STATE@/etc/slurm.conf", "@STATE@/etc/db.password",
-              *glob.glob("@DAEMON@/munge/*"), "/root/.bash_history", "/proc/1/environ"]:
-    try:
-        with open(_path, "rb") as _fh:
-            _fh.read(1)
-        _read.append(_path)
-    except OSError:
-        pass
-try:
-    _s = socket.socket(socket.AF_UNIX)
-    _s.connect("@DAEMON@/munge/munge.socket")
-    _read.append("munge.socket (connected)")
-except OSError:
-    pass
-print("ATTEMPT secrets:", "SUCCEEDED" if _read else "blocked", "read:", _read)
-''',
-    "others": r'''
-import glob, os
-_read = []
-for _pattern in ("@COURSE@/source/*/*.ipynb", "@COURSE@/gradebook.db", "@COURSE@/submitted/*/*/*.ipynb",
-                 "@COURSE@/autograded/*/*/*.ipynb", "@COURSE@/students/*/*.ipynb", "@REPO@/labs/*/*.ipynb",
-                 "../../*/lab-transports/*.ipynb", "../../../source/*/*.ipynb"):
-    for _path in glob.glob(_pattern):
-        if os.path.abspath(_path) == os.path.abspath("lab-transports.ipynb"):
-            continue
-        try:
-            with open(_path, "rb") as _fh:
-                _fh.read(1)
-            _read.append(_path)
-        except OSError:
-            pass
-print("ATTEMPT others:", "SUCCEEDED" if _read else "blocked", "read:", _read)
-''',
-    "write": r'''
-import site, os
-_targets = ["@COURSE@/HOSTILE", "@COURSE@/gradebook.db", "@COURSE@/source/lab-transports/lab-transports.ipynb",
-            "@REPO@/hpclab/hostile.py", "@VENV_SITE@/hostile.pth", "@REPO@/labs/HOSTILE", "/etc/HOSTILE",
-            "/var/tmp/HOSTILE", "/dev/shm/HOSTILE"]
-_written = []
-for _path in _targets:
-    try:
-        with open(_path, "a") as _fh:
-            _fh.write("import os\n")
-        _written.append(_path)
-    except OSError:
-        pass
-with open("PLANTED", "w") as _fh:      # the working copy is writable, but only a copy
-    _fh.write("x")
-print("ATTEMPT write:", "SUCCEEDED" if _written else "blocked", "written:", _written)
-''',
-    "forkbomb": r'''
-import os, time
-_kids, _err = [], None
-for _i in range(1000):
-    try:
-        _pid = os.fork()
-    except OSError as _e:
-        _err = _e
-        break
-    if _pid == 0:
-        time.sleep(2)
-        os._exit(0)
-    _kids.append(_pid)
-for _pid in _kids:
-    os.waitpid(_pid, 0)
-print("ATTEMPT forkbomb:", "blocked" if _err else "SUCCEEDED", f"({len(_kids)} processes, then {_err!r})")
-''',
-    "membomb": r'''
-_chunks = []
-for _i in range(48):                    # 3 GiB in 64 MiB pieces, every page touched
-    _b = bytearray(64 << 20)
-    _b[::4096] = b"\1" * len(range(0, 64 << 20, 4096))
-    _chunks.append(_b)
-print("ATTEMPT membomb: SUCCEEDED", len(_chunks) * 64, "MiB")
-''',
-    "patch": r'''
-import builtins, math, numpy
-from hpclab.grading import references
-builtins.abs = lambda x: 0
-math.isclose = lambda *a, **k: True
-numpy.isclose = lambda *a, **k: True
-numpy.allclose = lambda *a, **k: True
-references.reference = lambda lab, lab_dir=".": {"latency_us": latency_us, "bandwidth_mb_s": bandwidth_mb_s,
-                                                  "n_half_tcp": n_half_tcp, "unlabelled_transport": unlabelled_transport}
-class _Anything(str):
-    def __eq__(self, other):
-        return True
-    __hash__ = str.__hash__
-unlabelled_transport = _Anything("neither")
-print("ATTEMPT patch: patched abs, math.isclose, numpy.isclose, references.reference; answer equal to anything")
-''',
-}
+# Each hostile student's attempt is a file of its own (hostile/<kind>.py.in; snoop.py.in for the
+# student who reads and writes around its folder): code a student could paste into a cell, with
+# @NAME@ placeholders that run_demo fills in (@STATE@, @DAEMON@, @COURSE@, @REPO@, @VENV_SITE@,
+# @SLEEPER@, @NONCE@). Each attempt prints "ATTEMPT <name>: blocked (...)" or "ATTEMPT <name>:
+# SUCCEEDED (...)"; run_demo also checks from outside (Slurm accounting, the sleeper's life,
+# checksums, files).
+ATTEMPTS_DIR = Path(__file__).with_name("hostile")
 
-SNOOP = r'''
-import glob, os
-stolen, written = [], []
-for pattern in ("../../../source/*/*.ipynb", "../../../gradebook.db", "../../../submitted/*/*/*.ipynb",
-                "../../*/lab-transports/*.ipynb"):
-    for path in glob.glob(pattern):
-        try:
-            if os.path.abspath(path) != os.path.abspath("lab-transports.ipynb") and open(path, "rb").read():
-                stolen.append(path)
-        except OSError:
-            pass
-for path in ("../../../gradebook.db", "../../../source/lab-transports/lab-transports.ipynb",
-             "../../../SNOOP", "/work/main/labs/SNOOP", "../SNOOP", "SNOOP"):
-    try:
-        with open(path, "a") as fh:
-            fh.write("owned")
-        if "owned" in open(path).read():
-            written.append(path)
-    except OSError:
-        pass
-print("read:", stolen, "written:", written)
-'''
+
+def attempt(kind: str) -> str:
+    """The code of one attempt (a HOSTILE_KINDS kind, or "snoop"), placeholders unfilled."""
+    return (ATTEMPTS_DIR / f"{kind}.py.in").read_text()
 
 
 def demo_runs(root: str | Path | None = None) -> dict[str, Path]:
@@ -260,6 +116,12 @@ def _edit(nb, gid, fn):
     raise KeyError(gid)
 
 
+def _filled(code: str, fill: dict | None) -> str:
+    for key, value in (fill or {}).items():
+        code = code.replace(f"@{key}@", str(value))
+    return code
+
+
 def _student_notebook(kind: str, release_nb, source_nb, fill: dict | None = None):
     import copy
 
@@ -282,11 +144,10 @@ def _student_notebook(kind: str, release_nb, source_nb, fill: dict | None = None
         nb.cells = [c for c in nb.cells
                     if c.metadata.get("nbgrader", {}).get("grade_id") != "test-unknown"]
     if kind == "snoop":
-        _edit(nb, "fit", lambda s: SNOOP + "\n" + s)
-    if kind in HOSTILE:
-        code = HOSTILE[kind]
-        for key, value in (fill or {}).items():
-            code = code.replace(f"@{key}@", str(value))
+        snoop = _filled(attempt("snoop"), fill)
+        _edit(nb, "fit", lambda s: snoop + "\n" + s)
+    if kind in HOSTILE_KINDS:
+        code = _filled(attempt(kind), fill)
         if kind == "patch":          # two wrong numbers (as "wrong"), then the patches
             _edit(nb, "fit", lambda s: s.replace("print(", 'latency_us["shm"] *= 1.5\nprint(', 1))
             _edit(nb, "nhalf", lambda s: s.replace('latency_us["tcp"] * bandwidth_mb_s["tcp"]',
@@ -396,7 +257,7 @@ def _cell_text(nb_path: Path, gid: str) -> tuple[str, list[str]]:
 def _hostile_verdicts(course: Path, fill: dict, students, sleeper, jobs: list[str]) -> dict[str, str]:
     """{kind: "" when each attempt of the hostile wing was blocked, else what got through}."""
     out = {}
-    for kind in [k for k in students if k in HOSTILE]:
+    for kind in [k for k in students if k in HOSTILE_KINDS]:
         nb = course / "autograded" / kind / DEMO_LAB / f"{DEMO_LAB}.ipynb"
         cell = "unknown" if kind == "membomb" else "fit"
         text, errors = _cell_text(nb, cell)
