@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
+from hpclab.analysis import python_overhead
+from hpclab.plots import interactive as interactive_plots
 from hpclab.tools import interactive
 from hpclab.site import profile as site_mod
 from hpclab.core.errors import HpclabError
@@ -72,7 +74,7 @@ def test_mpi4py_pingpong_reports_half_round_trips(mpi_env, tmp_path):
     script = tmp_path / "pp.py"
     script.write_text(textwrap.dedent("""
         import json
-        from hpclab.tools.interactive import pingpong_mpi4py
+        from hpclab.course.lesson_interactive import pingpong_mpi4py
         sizes = [0, 1, 1024, 65536]
         out = {api: pingpong_mpi4py(sizes, reps=20, api=api, trials=2) for api in ("buffer", "pickle")}
         from mpi4py import MPI
@@ -99,13 +101,13 @@ def test_overhead_is_python_minus_c_on_shared_sizes():
     """Is the overhead table exactly Python time - C time (and the ratio) on the sizes both measured?"""
     c = pd.DataFrame({"bytes": [0, 8, 64], "t_usec": [0.5, 0.6, 1.0]})
     py = {"buf": pd.DataFrame({"bytes": [8, 64, 512], "t_usec": [1.1, 2.0, 9.0]})}
-    out = interactive.overhead(c, py)
+    out = python_overhead.overhead(c, py)
     assert out["bytes"].tolist() == [8, 64]
     assert out["buf_extra_us"].tolist() == pytest.approx([0.5, 1.0])
     assert out["buf_x_C"].tolist() == pytest.approx([1.1 / 0.6, 2.0])
-    assert isinstance(interactive.overhead_figure(out), Figure)
+    assert isinstance(interactive_plots.overhead_figure(out), Figure)
     with pytest.raises(HpclabError, match="share no message size"):
-        interactive.overhead(c, {"x": pd.DataFrame({"bytes": [3], "t_usec": [1.0]})})
+        python_overhead.overhead(c, {"x": pd.DataFrame({"bytes": [3], "t_usec": [1.0]})})
 
 
 def test_overhead_says_when_python_is_not_slower_than_every_c_run():
@@ -114,20 +116,20 @@ def test_overhead_says_when_python_is_not_slower_than_every_c_run():
     runs = [pd.DataFrame({"bytes": [8, 64, 4096], "repetitions": [10] * 3, "t_usec": t,
                           "mbytes_per_sec": [1.0] * 3}) for t in ([1.0, 2.0, 300.0], [1.2, 2.4, 350.0],
                                                                    [1.1, 2.2, 320.0])]
-    c = interactive.median_by_size(runs, "C")
+    c = python_overhead.median_by_size(runs, "C")
     assert c["t_usec_min"].tolist() == [1.0, 2.0, 300.0] and c["t_usec_max"].tolist() == [1.2, 2.4, 350.0]
     py = {"buf": pd.DataFrame({"bytes": [8, 64, 4096], "t_usec": [1.5, 2.3, 250.0]})}
-    out = interactive.overhead(c, py)
+    out = python_overhead.overhead(c, py)
     assert out["buf_vs_C"].tolist() == ["slower", "within C's spread", "faster"]
     assert out["buf_extra_us"].iloc[2] < 0
-    assert isinstance(interactive.overhead_figure(out), Figure)
+    assert isinstance(interactive_plots.overhead_figure(out), Figure)
 
 
 def test_median_by_size_takes_the_middle_run():
     """Does combining three runs keep, per size, the median time?"""
     runs = [pd.DataFrame({"bytes": [1, 2], "repetitions": [10, 10], "t_usec": [t, 2 * t],
                           "mbytes_per_sec": [1 / t, 1 / t]}) for t in (1.0, 5.0, 2.0)]
-    out = interactive.median_by_size(runs, "C")
+    out = python_overhead.median_by_size(runs, "C")
     assert out["t_usec"].tolist() == [2.0, 4.0]
     assert out["runs"].tolist() == [3, 3] and set(out["transport"]) == {"C"}
 
@@ -136,10 +138,10 @@ def test_halo_figure_draws_one_panel_per_rank():
     """Does the halo figure draw one panel per rank (plus the colour bar)?"""
     import numpy as np
 
-    fig = interactive.halo_figure({0: np.zeros((4, 3)), 1: np.ones((4, 3))})
+    fig = interactive_plots.halo_figure({0: np.zeros((4, 3)), 1: np.ones((4, 3))})
     assert len([a for a in fig.axes if a.get_title().startswith("rank")]) == 2
     with pytest.raises(HpclabError):
-        interactive.halo_figure({})
+        interactive_plots.halo_figure({})
 
 
 def test_eager_limit_is_read_from_open_mpi():
@@ -229,9 +231,9 @@ def test_overhead_answers_follow_from_the_table():
                       "mpi4py buffer_x_C": [3, 3, 2.9, 2.5, 1.12, 1.01], "mpi4py buffer_vs_C": ["slower"] * 6,
                       "mpi4py pickle_extra_us": [2, 2, 2.1, 6, 40, 900], "mpi4py pickle_x_C": [3, 3, 3, 5, 3, 4],
                       "mpi4py pickle_vs_C": ["slower"] * 6})
-    small, pickling, cheap = interactive.overhead_answers(t)
+    small, pickling, cheap = python_overhead.overhead_answers(t)
     assert "about constant per message" in small
     assert "from 1024 B on" in pickling and "900.0 us at 1048576 B" in pickling
     assert "from 1048576 B on" in cheap
     t2 = t.assign(**{"mpi4py buffer_extra_us": [2, 2, 20, 200, 250, 300]})
-    assert "grows with size" in interactive.overhead_answers(t2)[0]
+    assert "grows with size" in python_overhead.overhead_answers(t2)[0]
