@@ -31,7 +31,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +39,7 @@ import pandas as pd
 from hpclab.analysis import phrases
 from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
-from hpclab.jobs import templates
+from hpclab.jobs import steps, templates
 from hpclab.kernels import poisson as poisson_report
 from hpclab.runs.folder import KINDS, RunFolder
 from hpclab.site import profile as site_mod
@@ -204,28 +203,13 @@ def _solver_args(n: int, iters: int, extra_args) -> list[str]:
     return ["--n", str(n), "--iters", str(iters), *extra, "--json", "result.json"]
 
 
-# srun's allocation reply can be garbled when a stray connection (a busy machine's MPI jobs
-# reusing ephemeral ports) reaches srun's listening socket first; the allocation never happened,
-# so asking once more is safe.
-_SRUN_GARBLED = ("Insane message length", "apparently being written to by something other than Slurm")
-
-
 def _run(folder: Path, argv: list[str], env: dict, timeout: float, tool: str) -> None:
     (folder / "command.txt").write_text(" ".join(argv) + "\n")
-    for attempt in (1, 2):
-        try:
-            with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
-                res = subprocess.run(argv, cwd=folder, env=env, stdout=out, stderr=err, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise HpclabError(f"{tool} of poisson did not finish within {timeout:.0f} s (folder {folder})",
-                              "profile a smaller grid (n) or fewer iterations (iters)") from None
-        garbled = argv[0] == "srun" and res.returncode != 0 and any(
-            g in (folder / "stderr").read_text(errors="replace") for g in _SRUN_GARBLED)
-        if not (garbled and attempt == 1):
-            break
-        for name in ("stdout", "stderr"):  # keep the first attempt's output beside the second
-            (folder / name).rename(folder / f"{name}.attempt-1")
-    if res.returncode != 0:
+    try:
+        code = steps.run_step(argv, folder, env, timeout, what=f"{tool} of poisson")
+    except HpclabError as exc:
+        raise HpclabError(exc.what, "profile a smaller grid (n) or fewer iterations (iters)") from None
+    if code != 0:
         tail = (folder / "stderr").read_text(errors="replace").strip().splitlines()[-4:]
         hint = "read the stderr file in the folder"
         if argv[0] == "srun" and any("Unable to allocate" in line or "CANCELLED" in line or "Terminated" in line
@@ -235,7 +219,7 @@ def _run(folder: Path, argv: list[str], env: dict, timeout: float, tool: str) ->
         elif any("Illegal instruction" in line or "unhandled instruction" in line for line in tail):
             hint = ("valgrind met an instruction it cannot decode (AVX-512?): profile the "
                     "binary from profiling_binary(), which is built for x86-64-v3")
-        raise HpclabError(f"{tool} of poisson failed with exit code {res.returncode} (folder {folder}): "
+        raise HpclabError(f"{tool} of poisson failed with exit code {code} (folder {folder}): "
                           + " | ".join(tail), hint)
     if not (folder / "result.json").is_file():
         raise HpclabError(f"{tool} of poisson wrote no result.json (folder {folder})",

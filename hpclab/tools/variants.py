@@ -12,14 +12,13 @@ JSON report (its build flags included) into one RunFolder of kind "variants"
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
-from hpclab.jobs import templates
+from hpclab.jobs import steps, templates
 from hpclab.kernels import contract, registry
 from hpclab.kernels import poisson as poisson_report
 from hpclab.runs.folder import RunFolder
@@ -50,7 +49,9 @@ def build(kernel: str, name: str, defines: dict) -> Path:
     flags = " ".join(f"-D{m}={v}" for m, v in defines.items())
     argv = ["make", "-s", "-C", str(paths.repo() / "src" / unit.source), f"EXTRA_CFLAGS={flags}",
             f"BINDIR={where / 'bin'}", f"OBJDIR={where / 'obj'}"]
-    r = subprocess.run(argv, capture_output=True, text=True)
+    r = commands.run(argv, f"build {kernel} with {flags}", timeout=600)
+    if r is None:
+        raise HpclabError(f"building {kernel} with {flags} took more than 10 minutes", "build it by hand with the line above")
     if r.returncode != 0:
         tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-8:])
         raise HpclabError(f"building {kernel} with {flags} failed:\n{tail}",
@@ -82,11 +83,12 @@ def compare(builds: dict, args: list[str], repetitions: int = 3, experiment: str
         for k, (label, exe) in enumerate(builds.items()):
             out = folder / f"{k}-{rep}.json"
             argv = [*words, str(exe), *map(str, args), "--json", str(out)]
-            r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=folder)
-            (folder / f"{k}-{rep}.stdout").write_text(r.stdout + r.stderr)
-            if r.returncode != 0 or not out.is_file():
-                tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-8:])
-                raise HpclabError(f"{label!r} run {rep} failed (exit {r.returncode}):\n{tail}",
+            code = steps.run_step(argv, folder, env, timeout=3600, stdout=f"{k}-{rep}.stdout",
+                                  stderr=f"{k}-{rep}.stderr", what=f"{label!r} run {rep}")
+            if code != 0 or not out.is_file():
+                said = "".join((folder / f"{k}-{rep}.{s}").read_text(errors="replace") for s in ("stdout", "stderr"))
+                tail = "\n".join(said.strip().splitlines()[-8:])
+                raise HpclabError(f"{label!r} run {rep} failed (exit {code}):\n{tail}",
                                   f"its output is in {folder}")
             doc = contract.load_result(out, kernel="poisson")
             res = poisson_report.measures(doc, str(out))
