@@ -49,7 +49,10 @@ print("PROBE", _json.dumps(_seen))
 
 
 def as_user(user: str, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*accounts.as_user(user), *argv], capture_output=True, text=True, timeout=timeout)
+    # from the user's home, as a login would start: the checkout the tests run from may be closed
+    # to students (classroom up closes a checkout whose lab sources they could read)
+    return subprocess.run([*accounts.as_user(user), *argv], capture_output=True, text=True, timeout=timeout,
+                          cwd=accounts.home(user))
 
 
 def _notebook(lay, probe: dict | None = None):

@@ -216,10 +216,10 @@ def test_hub_secrets_are_root_only_and_unreadable_by_a_student(room):
     lay, _ = room
     f = hub.files(lay)
     assert f.folder.stat().st_uid == 0 and f.folder.stat().st_mode & 0o777 == 0o700
-    for path in (f.db, f.cookie_secret, f.proxy_token, f.config):
+    for path in (f.db, f.cookie_secret, f.proxy_token, f.prestart_token, f.config):
         st = path.stat()
         assert st.st_uid == 0 and st.st_mode & 0o777 == 0o600, (path, oct(st.st_mode))
-        r = subprocess.run([*accounts.as_user("student01"), "cat", str(path)], capture_output=True, text=True)
+        r = subprocess.run([*accounts.as_user("student01"), "cat", str(path)], capture_output=True, text=True, cwd="/")
         assert r.returncode != 0 and "Permission denied" in r.stderr and not r.stdout, path
 
 

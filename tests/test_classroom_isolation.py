@@ -15,7 +15,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.classroom]
 
 
 def as_user(user: str, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*accounts.as_user(user), *argv], capture_output=True, text=True, timeout=timeout)
+    # from the user's home, as a login would start: the checkout the tests run from may be closed
+    # to students (classroom up closes a checkout whose lab sources they could read)
+    return subprocess.run([*accounts.as_user(user), *argv], capture_output=True, text=True, timeout=timeout,
+                          cwd=accounts.home(user))
 
 
 def test_homes_are_private_and_students_cannot_read_each_other(classroom):
