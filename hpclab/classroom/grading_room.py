@@ -319,10 +319,33 @@ def _as_grader(lay: ClassroomLayout, argv: list[str], what: str) -> subprocess.C
     return _run_as(lay, GRADER, argv, lay.nbgrader_course, what)
 
 
-def _grading(lay: ClassroomLayout, step: str, *args: str) -> subprocess.CompletedProcess:
+def _grading(lay: ClassroomLayout, step: str, *args: str, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess:
     """One step of hpclab.grading.pipeline (`python -m hpclab.grading STEP COURSE ...`) as the grader."""
-    return _as_grader(lay, [str(lay.python), "-m", "hpclab.grading", step, str(lay.nbgrader_course), *args],
-                      f"{step} {' '.join(args)}")
+    return _run_as(lay, GRADER, [str(lay.python), "-m", "hpclab.grading", step, str(lay.nbgrader_course), *args],
+                   lay.nbgrader_course, f"{step} {' '.join(args)}", env=env)
+
+
+PIDS_DELEGATED = Path("/sys/fs/cgroup/pids/hpclab-grading")
+
+
+def delegate_pids() -> dict[str, str]:
+    """A v1 pids cgroup owned by the grader's account, below which its sandboxes each get a
+    process bound of their own (so submissions can be graded side by side: hpclab.grading.sandbox);
+    {} where there is no v1 pids hierarchy (v2 machines bound the sandboxes from root's side, or
+    grade one at a time)."""
+    if not PIDS_DELEGATED.parent.is_dir() or (Path("/sys/fs/cgroup") / "cgroup.controllers").is_file():
+        return {}
+    uid, gid = _ids(GRADER)
+    try:
+        PIDS_DELEGATED.mkdir(exist_ok=True)
+        for path in (PIDS_DELEGATED, PIDS_DELEGATED / "cgroup.procs", PIDS_DELEGATED / "tasks"):
+            os.chown(path, uid, gid)
+    except OSError:
+        return {}
+    from hpclab.grading import sandbox
+
+    return {sandbox.PIDS_BASE_ENV: str(PIDS_DELEGATED)}
 
 
 def _check_lab(lab: str) -> None:
@@ -395,7 +418,7 @@ def collect_and_autograde(lay: ClassroomLayout, lab: str, jobs: int | None = Non
     graded_before = _stamps(lay, "autograded", lab)
     t1 = time.monotonic()
     if any(graded_before.get(s) != stamp for s, stamp in submitted.items()):
-        _grading(lay, "autograde", lab, *([f"--jobs={jobs}"] if jobs else []))
+        _grading(lay, "autograde", lab, *([f"--jobs={jobs}"] if jobs else []), env=delegate_pids())
     autograde_s = time.monotonic() - t1
     graded = sorted(s for s, stamp in _stamps(lay, "autograded", lab).items() if graded_before.get(s) != stamp)
     scores = {s: (sum(v[0] for v in cells.values()), sum(v[1] for v in cells.values()))

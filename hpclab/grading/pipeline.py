@@ -174,6 +174,12 @@ def autograde(course_dir: str | Path, lab: str, timeout: int | None = None,
         args.append("--SandboxExecute.unconfined=True")
     students = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{lab}"))
     jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
+    if jobs > 1 and not unconfined and not sandbox.processes_bounded_per_sandbox():
+        # sandboxes would share one process bound (RLIMIT_NPROC of the grader's account): a fork
+        # bomb in one would make its neighbours' kernels die (seen in the demo class)
+        print(f"hpclab: grading one submission at a time, not {jobs}: this machine cannot give each "
+              "sandbox a process bound of its own (no pids cgroup)", file=sys.stderr)
+        jobs = 1
     try:
         if jobs == 1 or len(students) <= 1:
             _sh(course, *args)

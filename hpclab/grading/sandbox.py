@@ -270,6 +270,63 @@ def _memory_cgroup(limits: Limits) -> Path | None:
         return None
 
 
+# With a pids cgroup per sandbox, RLIMIT_NPROC (counted per uid: every sandbox of the grader's
+# account together) only bounds the account as a last resort, this many sandboxes' worth.
+NPROC_SANDBOXES = 16
+
+
+# A v1 pids cgroup root delegated to an account that is not root (the room's grader): it may
+# make the sandboxes' groups below it (hpclab.classroom.grading_room.delegate_pids).
+PIDS_BASE_ENV = "HPCLAB_SANDBOX_PIDS_BASE"
+
+
+def _v1_pids_base() -> Path | None:
+    """The v1 pids cgroup sandboxes' groups go below: the delegated one ($HPCLAB_SANDBOX_PIDS_BASE)
+    or the one this process is in (None without a v1 pids hierarchy)."""
+    delegated = os.environ.get(PIDS_BASE_ENV)
+    if delegated:
+        return Path(delegated) if os.access(delegated, os.W_OK) else None
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/pids") / path.lstrip("/")
+            return base if (base / "pids.max").is_file() or base == Path("/sys/fs/cgroup/pids") else None
+    return None
+
+
+def _pids_cgroup(limits: Limits) -> Path | None:
+    """A v1 pids cgroup for one sandbox, its pids.max the sandbox's process bound (on v2 the
+    memory group carries pids.max). None when none can be made."""
+    if (Path("/sys/fs/cgroup") / "cgroup.controllers").is_file():
+        return None
+    base = _v1_pids_base()
+    if os.geteuid() != 0 and not os.environ.get(PIDS_BASE_ENV):
+        return None
+    if base is None:
+        return None
+    group = base / f"{SCRATCH_PREFIX}{os.getpid()}"
+    try:
+        group.mkdir(exist_ok=True)
+        (group / "pids.max").write_text(str(limits.processes))
+        return group
+    except OSError:
+        _rmdir(group)
+        return None
+
+
+def processes_bounded_per_sandbox() -> bool:
+    """Can each sandbox here get a process bound of its own (a pids cgroup: v2's, with the pids
+    controller delegated, or v1's)? Without one, the bound is RLIMIT_NPROC, shared by every
+    sandbox of the grader's account: one fork bomb would starve the others, so grading runs one
+    submission at a time."""
+    v2 = Path("/sys/fs/cgroup")
+    if (v2 / "cgroup.controllers").is_file():
+        return os.geteuid() == 0 and "pids" in (v2 / "cgroup.subtree_control").read_text().split()
+    if os.geteuid() != 0 and not os.environ.get(PIDS_BASE_ENV):
+        return False
+    return _v1_pids_base() is not None
+
+
 def _v1_memory_base() -> Path | None:
     """The v1 memory cgroup this process is in (a sandbox's group goes below it, so whatever
     bounds the grader bounds the sandbox too)."""
@@ -329,7 +386,8 @@ def sweep() -> list[str]:
     Returns the paths removed."""
     gone = []
     candidates = list(SCRATCH_ROOT.glob(f"{SCRATCH_PREFIX}*"))
-    for base in (Path("/sys/fs/cgroup"), _v1_memory_base() or Path("/sys/fs/cgroup/memory")):
+    for base in (Path("/sys/fs/cgroup"), _v1_memory_base() or Path("/sys/fs/cgroup/memory"),
+                 _v1_pids_base() or Path("/sys/fs/cgroup/pids")):
         candidates += list(base.glob(f"{SCRATCH_PREFIX}*"))
     for path in candidates:
         try:
@@ -376,6 +434,7 @@ class Sandbox:
             self.binds.append(("rw" if writable else "ro", str(work), str(Path(workdir).resolve())))
             self.chdir = str(Path(workdir).resolve())
         self.group = _memory_cgroup(limits)
+        self.pids_group = _pids_cgroup(limits)
 
     def _own(self, path: Path) -> None:
         if self.ids is None:
@@ -396,14 +455,17 @@ class Sandbox:
         return bwrap_argv(command, self.scratch, self.binds, self.chdir, self.limits, self.ids)
 
     def popen(self, command: list[str], **kw) -> subprocess.Popen:
-        group, limits = self.group, self.limits
-        # RLIMIT_NPROC counts every task of the real uid: the dedicated user's are the sandbox's
-        # alone; an instructor's own uid (unprivileged mode) already runs others
-        nproc = limits.processes + (0 if self.ids else _tasks_of(os.getuid()))
+        group, pids_group, limits = self.group, self.pids_group, self.limits
+        # RLIMIT_NPROC counts every task of the real uid: the dedicated user's are its sandboxes'
+        # (several when grading in parallel); an instructor's own uid (unprivileged mode) already
+        # runs others. Where a pids cgroup bounds each sandbox, the rlimit only bounds the account.
+        own_bound = pids_group is not None or (group is not None and (group / "pids.max").exists())
+        nproc = limits.processes * (NPROC_SANDBOXES if own_bound else 1) + (0 if self.ids else _tasks_of(os.getuid()))
 
         def before():
             os.umask(0o022)   # folders bwrap makes on the way to a bind must be traversable
             _join(group)
+            _join(pids_group)
             _set_rlimits(limits, address_space=group is None, nproc=nproc)
 
         return subprocess.Popen(self.argv(command), preexec_fn=before, **kw)
@@ -423,10 +485,12 @@ class Sandbox:
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def close(self) -> None:
-        if self.group is not None:
+        for group in (self.group, self.pids_group):
+            if group is None:
+                continue
             for _ in range(50):   # tasks leave the cgroup a moment after they exit
-                _rmdir(self.group)
-                if not self.group.exists():
+                _rmdir(group)
+                if not group.exists():
                     break
                 time.sleep(0.02)
         shutil.rmtree(self.scratch, ignore_errors=True)
