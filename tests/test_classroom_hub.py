@@ -45,8 +45,8 @@ def test_rendered_config_keeps_apis_on_loopback_and_nobody_admin(tmp_path):
                              instructors=["instructor1"], services=[{"name": "formgrader", "url": "http://127.0.0.1:9999"}],
                              roles=[{"name": "formgrader-access", "scopes": ["access:services!service=formgrader"],
                                      "users": ["instructor1"]}], students=["student02", "student01"])
-    assert "'access:servers!group=hpclab-students'" in text and "'access:servers'" not in text
-    assert "c.JupyterHub.load_groups = {'hpclab-students': {'users': ['student01', 'student02']}}" in text
+    assert "'access:servers!user=student01', 'access:servers!user=student02'" in text
+    assert "'access:servers'" not in text and "access:servers!user=instructor1" not in text
     # the prestart service may start and stop the students' servers only; its token stays in its file
     assert "'servers!group=hpclab-students'" in text and "'hpclab-prestart'" in text
     assert "prestart_api_token')).read_text()" in text or "prestart_api_token').read_text()" in text
@@ -329,7 +329,7 @@ def test_stop_takes_every_server_and_the_slurm_spawner_runs_servers_as_jobs(room
 @pytest.mark.classroom
 def test_a_student_reaches_neither_another_students_server_nor_the_proxy_api(room):
     """With their own login, can another student not open a student's server, while an instructor
-    can (to help someone stuck: the instructors' role has access to the students' hub group)?
+    can (to help someone stuck: the instructors' role has access to each student's server)?
     Does the proxy's API (reachable on loopback from the student's own processes) refuse them
     without its token, which their server's environment does not hold?"""
     owner, other = _client(room, "student01"), _client(room, "student02")
