@@ -48,7 +48,7 @@ def test_rendered_config_keeps_apis_on_loopback_and_nobody_admin(tmp_path):
     assert "'access:servers!user=student01', 'access:servers!user=student02'" in text
     assert "'access:servers'" not in text and "access:servers!user=instructor1" not in text
     # the prestart service may start and stop the students' servers only; its token stays in its file
-    assert "'servers!group=hpclab-students'" in text and "'hpclab-prestart'" in text
+    assert "'servers!user=student01', 'servers!user=student02'" in text and "'hpclab-prestart'" in text
     assert "prestart_api_token')).read_text()" in text or "prestart_api_token').read_text()" in text
     compile(text, "jupyterhub_config.py", "exec")
     assert "c.JupyterHub.bind_url = 'http://10.0.0.5:8443/'" in text

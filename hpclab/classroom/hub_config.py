@@ -113,7 +113,7 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
                     *(f"access:servers!user={s}" for s in sorted(students))],
          "users": sorted(instructors)},
         {"name": PRESTART, "description": "start the students' servers before they arrive",
-         "scopes": ["list:users", "read:users", "read:servers", f"servers!group={STUDENTS_GROUP}"],
+         "scopes": ["list:users", "read:users", "read:servers", *(f"servers!user={s}" for s in sorted(students))],
          "services": [PRESTART]},
         *roles,
     ]
@@ -152,6 +152,8 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
         f"c.PAMAuthenticator.allowed_groups = {{{STUDENTS_GROUP!r}, {INSTRUCTORS_GROUP!r}}}",
         "c.PAMAuthenticator.admin_groups = set()",
         "c.Authenticator.admin_users = set()",
+        "# the hub knows every student before their first login, so their servers can be prestarted",
+        f"c.Authenticator.allowed_users = {set(sorted(students))!r}" if students else "",
         "",
         "# --- each student's JupyterLab, as the student, on their own course copy",
         f"c.JupyterHub.spawner_class = {spawner}",
