@@ -366,6 +366,9 @@ def _requeued(run: Run, info: slurm.JobInfo, st: dict) -> None:
     notice(f"requeue-{info.job_id}-{restarts}", text + "; hpclab keeps waiting")
 
 
+LOST_RESUBMIT_DELAY_S = 5.0
+
+
 def _lost(run: Run, st: dict) -> None:
     """Slurm no longer knows a job it had started: squeue, scontrol and the accounting have no
     record of it. The controller was restarted from a state saved before it recorded the job
@@ -380,6 +383,11 @@ def _lost(run: Run, st: dict) -> None:
             "(it saves its state at most every 5 s) and the node killed the orphan")
     run.folder.set_status("pending", reason=text + "; hpclab submits the job script again",
                           lost_jobs=[*st.get("lost_jobs", []), old], requeued=True)
+    # The restarted controller hands out job ids from its saved counter, so the new job may get the
+    # lost one's id; were the node still running the orphan then, slurmd would refuse the launch
+    # and Slurm drain the node ("Duplicate jobid", seen once in make test). The node kills the
+    # orphan when it registers with the restarted controller: give it that moment first.
+    time.sleep(LOST_RESUBMIT_DELAY_S)
     submit(run)
     notice(f"lost-{old}", f"{text}; submitted again as job {run.job_id}, hpclab keeps waiting")
 
