@@ -108,8 +108,8 @@ def checkout_access_report() -> list[str]:
     lines.append(f"munged's key, socket and log will live in {daemon_state_dir()} (root-owned, 0755; "
                  "the key 0400, owned by munge), wherever the checkout is")
     if blocker is not None:
-        lines.append("the grader's sandbox binds what student code reads (venv, package, submission) as root; "
-                     "for students' own accounts, clone the course where every user can reach it (e.g. /srv or /opt)")
+        lines.append("the grader's sandbox binds what student code reads (venv, package, submission) as root, and "
+                     "a classroom gives its students a copy under /opt/hpclab/classroom: the checkout may stay private")
     return lines
 
 
