@@ -549,9 +549,17 @@ def prestart(over_s: float = 300.0, lay: ClassroomLayout | None = None, timeout_
     headers = {"Authorization": f"token {files.prestart_token.read_text().strip()}"}
     t0, step = time.monotonic(), over_s / max(1, len(students))
     asked, rows = {}, {}
+
+    def call(method: str, url: str):
+        try:
+            return requests.request(method, url, headers=headers, timeout=30)
+        except requests.RequestException as exc:
+            raise HpclabError(f"the hub's API did not answer ({type(exc).__name__}: {exc})",
+                              f"check the hub: 'sudo .venv/bin/hpclab classroom status' (log: {files.log})") from None
+
     for i, user in enumerate(students):
         time.sleep(max(0.0, t0 + i * step - time.monotonic()))
-        r = requests.post(f"{api}/users/{user}/server", headers=headers, timeout=30)
+        r = call("POST", f"{api}/users/{user}/server")
         if r.status_code == 400 and "already running" in r.text:
             rows[user] = "was running already"
         elif r.status_code in (201, 202):
@@ -561,7 +569,8 @@ def prestart(over_s: float = 300.0, lay: ClassroomLayout | None = None, timeout_
     deadline = time.monotonic() + timeout_s
     while asked and time.monotonic() < deadline:
         for user in list(asked):
-            server = (requests.get(f"{api}/users/{user}", headers=headers, timeout=30).json().get("servers") or {}).get("", {})
+            r = call("GET", f"{api}/users/{user}")
+            server = ((r.json() if r.status_code == 200 else {}).get("servers") or {}).get("", {})
             if server.get("ready"):
                 rows[user] = f"ready {time.monotonic() - asked.pop(user):.1f} s after it was asked for"
         time.sleep(0.5)
