@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hpclab.classroom import accounts, grading_room, record
+from hpclab.classroom import accounts, grading_room, record, roster
 from hpclab.classroom.layout import layout
 from hpclab.grading import demo, labdata
 
@@ -281,6 +281,11 @@ def test_the_grade_export_has_the_student_s_score(round_):
     with open(path, newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["student_id"] == "student01" and r["assignment"] == LAB]
     assert len(rows) == 1 and float(rows[0]["score"]) == 7.0 and float(rows[0]["max_score"]) == 7.0
+    # named from the room's record (its roster, or the account), never nbgrader's "None, None"
+    lay = round_["lay"]
+    name = record.load(lay.record).settings.get("names", {}).get("student01") or \
+        roster.default_names(["student01"])["student01"]
+    assert (rows[0]["last_name"], rows[0]["first_name"]) == (name["last_name"], name["first_name"])
 
 
 def test_an_instructor_works_on_the_course_from_their_home(round_):

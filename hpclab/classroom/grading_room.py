@@ -48,7 +48,7 @@ from pathlib import Path
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
-from hpclab.classroom import accounts
+from hpclab.classroom import accounts, roster
 from hpclab.classroom.layout import INSTRUCTORS_GROUP, ClassroomLayout
 from hpclab.classroom.record import Record
 from hpclab.grading import pipeline
@@ -115,6 +115,15 @@ def prepare(lay: ClassroomLayout, rec: Record, students: list[str], instructors:
     _make_exchange(lay, rec)
     _make_course(lay, rec)
     _write_configs(lay, rec)
+    _name_students(lay, rec.settings.get("names") or roster.default_names(students))
+
+
+def _name_students(lay: ClassroomLayout, names: dict) -> None:
+    """The students' names into the gradebook (the formgrader and the export show them), through a
+    file only the grader's account and the instructors may read (names and emails are personal)."""
+    path = write_atomic(lay.nbgrader_course / "students.json", json.dumps(names, indent=1) + "\n",
+                        mode=0o640, owner=_ids(GRADER))
+    _grading(lay, "names", str(path))
 
 
 def remove(lay: ClassroomLayout, rec: Record) -> None:

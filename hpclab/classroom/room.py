@@ -34,6 +34,7 @@ from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.classroom import accounting, accounts, exposure, grading_room, hub, hub_config, install, record
+from hpclab.classroom.roster import default_names, read_roster
 from hpclab.classroom.layout import (INSTRUCTORS_GROUP, MAX_STUDENTS, SLURM_ACCOUNT, STUDENTS_GROUP, ClassroomLayout,
                                      instructor_name, layout, student_name)
 
@@ -85,16 +86,21 @@ def _lock(lay: ClassroomLayout):
 
 
 def up(students: int = 30, instructors: int = 1, settings: hub.HubSettings | None = None,
-       limits: accounting.StudentLimits | None = None, lay: ClassroomLayout | None = None) -> UpReport:
+       limits: accounting.StudentLimits | None = None, lay: ClassroomLayout | None = None,
+       roster: Path | None = None) -> UpReport:
+    """Make or complete the room. roster: the students' names (hpclab.classroom.roster); without
+    one a room keeps the names an earlier roster gave, the other accounts are named by themselves."""
     _check_root()
     _check_counts(students, instructors)
+    # read before anything changes: a wrong roster stops here
+    names = read_roster(roster, [student_name(i) for i in range(1, students + 1)]) if roster else None
     lay = lay or layout()
     with _lock(lay):
-        return _up(students, instructors, settings, limits, lay)
+        return _up(students, instructors, settings, limits, lay, names)
 
 
 def _up(students: int, instructors: int, settings: hub.HubSettings | None, limits: accounting.StudentLimits | None,
-        lay: ClassroomLayout) -> UpReport:
+        lay: ClassroomLayout, names: dict | None = None) -> UpReport:
     t0 = time.monotonic()
     settings = settings or hub.HubSettings()
     limits = limits or accounting.StudentLimits()
@@ -114,6 +120,8 @@ def _up(students: int, instructors: int, settings: hub.HubSettings | None, limit
     rec.save()
     student_names = [student_name(i) for i in range(1, students + 1)]
     instructor_names = [instructor_name(i) for i in range(1, instructors + 1)]
+    rec.settings["names"] = {**default_names(student_names), **rec.settings.get("names", {}), **(names or {})}
+    rec.save()
 
     for group in (STUDENTS_GROUP, INSTRUCTORS_GROUP):
         accounts.ensure_group(rec, group)

@@ -25,7 +25,7 @@ def _up(args: argparse.Namespace) -> int:
                                cpu_limit=args.server_cpus, idle_timeout_s=args.idle_minutes * 60)
     limits = accounting.StudentLimits(running_jobs=args.jobs_per_student, cpus=args.cpus_per_student,
                                       wall_minutes=args.wall_minutes)
-    print(room.up(args.students, args.instructors, settings, limits).render())
+    print(room.up(args.students, args.instructors, settings, limits, roster=args.roster).render())
     return 0
 
 
@@ -76,6 +76,8 @@ def add_commands(subparsers) -> None:
     u = sub.add_parser("up", help="create (or complete, or bring back after 'down') the classroom; idempotent")
     u.add_argument("--students", type=int, default=30, help="accounts student01..NN")
     u.add_argument("--instructors", type=int, default=1, help="accounts instructor1..M")
+    u.add_argument("--roster", type=Path, help="CSV with first_name,last_name[,email][,account], one row per student: "
+                                               "the names the formgrader and the grade export show")
     u.add_argument("--spawner", choices=["local", "slurm"], default="local",
                    help="students' servers as local processes or as Slurm jobs (batchspawner)")
     u.add_argument("--bind", default="127.0.0.1", help="the hub's address (a room's LAN address for a real room)")

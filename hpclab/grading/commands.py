@@ -12,11 +12,11 @@ import argparse
 
 LABS_HELP = "the lab (lab-transports, lab-scaling, lab-imbalance, lab-placement, lab-pop)"
 COURSE_HELP = "the course folder (made by init)"
-STEPS = ("init", "release", "collect", "autograde", "feedback", "export", "demo")
+STEPS = ("init", "release", "collect", "autograde", "feedback", "export", "names", "demo")
 
 
 def add_steps(subparsers) -> None:
-    """Register init, release, collect, autograde, feedback, export and demo on `subparsers`
+    """Register init, release, collect, autograde, feedback, export, names and demo on `subparsers`
     (an argparse subparsers object); each sets `func` to run_step."""
     i = subparsers.add_parser("init", help="new course folder with the labs as nbgrader sources")
     i.add_argument("course", help="a new or empty folder")
@@ -42,6 +42,9 @@ def add_steps(subparsers) -> None:
     e = subparsers.add_parser("export", help="every grade as CSV, one row per student and lab")
     e.add_argument("course", help=COURSE_HELP)
     e.add_argument("csv", help="the CSV to write (must not exist: grades are never overwritten)")
+    n = subparsers.add_parser("names", help="give the students their names in the gradebook (formgrader, export)")
+    n.add_argument("course", help=COURSE_HELP)
+    n.add_argument("names", help="JSON {student_id: {first_name, last_name, email}}")
     subparsers.add_parser("demo", help="grade the simulated class, one line per student (= make grade-demo)")
     for name in STEPS:
         subparsers.choices[name].set_defaults(func=run_step)
@@ -70,6 +73,8 @@ def run_step(args: argparse.Namespace) -> int:
             print(f)
     elif args.step == "export":
         print(f"{len(pipeline.export(args.course, args.csv))} rows -> {args.csv}")
+    elif args.step == "names":
+        print(f"{pipeline.name_students(args.course, args.names)} students named in the gradebook")
     elif args.step == "demo":
         return demo.grade_demo()
     else:
