@@ -190,30 +190,36 @@ def autograde(course_dir: str | Path, lab: str, timeout: int | None = None,
 
 
 def _autograde_each(course: Path, args: list[str], students: list[str], jobs: int) -> None:
-    """nbgrader autograde per student, `jobs` at a time, each with its own folder for the kernel's
-    sockets. The notebooks' execution is what takes the time and each runs in its own sandbox;
-    the gradebook is SQLite, whose writers wait for each other (nbgrader commits each notebook's
-    grades in a short transaction)."""
+    """nbgrader autograde in `jobs` processes at once, each grading its share of the students one
+    after another (one process per share, not per student: starting nbgrader costs about a
+    CPU-second, as much as a small lab's execution), each with its own folder for the kernels'
+    sockets. The notebooks run each in its own sandbox; the gradebook is SQLite, whose writers
+    wait for each other (nbgrader commits each notebook's grades in a short transaction)."""
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(student: str) -> str:
+    shares = [students[i::jobs] for i in range(jobs) if students[i::jobs]]
+
+    def one(share: list[str]) -> list[str]:
         # jupyter's ipc sockets are named <ip>-<port> with ports counted from 1, and ip defaults to
         # a path in the client's folder: two nbgrader processes in one course would pick the same
         # names and the sandbox's links to their kernels would replace each other. Each gets its own.
         ipc = Path(tempfile.mkdtemp(prefix="hpclab-ipc-"))
+        others = ",".join(s for s in students if s not in share)
         try:
-            _sh(course, *args, f"--student={student}", f"--KernelManager.ip={ipc / 'kernel'}")
-            return ""
+            _sh(course, *args, "--student=*", f"--CourseDirectory.student_id_exclude={others}",
+                f"--KernelManager.ip={ipc / 'kernel'}")
+            return []
         except HpclabError as exc:
-            return f"{student}: {exc.what}"
+            return [f"{', '.join(share)}: {exc.what}"]
         finally:
             shutil.rmtree(ipc, ignore_errors=True)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        failed = [f for f in pool.map(one, students) if f]
+    with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+        failed = [f for fs in pool.map(one, shares) for f in fs]
     if failed:
-        raise HpclabError(f"autograde failed for {len(failed)} of {len(students)} submission(s): " + "; ".join(failed),
+        raise HpclabError(f"autograde failed in {len(failed)} of {len(shares)} share(s) of the {len(students)} "
+                          "submission(s): " + "; ".join(failed),
                           f"full output in {course / 'logs' / 'autograde.log'}; the other submissions are graded")
 
 
@@ -234,6 +240,24 @@ def export(course_dir: str | Path, csv_path: str | Path) -> list[dict]:
     _sh(course, "export", f"--CsvExportPlugin.to={csv_path}")
     with open(csv_path, newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def name_students(course_dir: str | Path, names_json: str | Path) -> int:
+    """Give every student of `names_json` ({student_id: {first_name, last_name, email}}) those names
+    in the course's gradebook, made if new (nbgrader's formgrader and export show "None, None" for a
+    student it met only through a submission). Returns how many students it named."""
+    from nbgrader.api import Gradebook
+
+    try:
+        names = json.loads(Path(names_json).read_text())
+    except (OSError, ValueError) as e:
+        raise HpclabError(f"cannot read the students' names from {names_json}: {e}",
+                          "it is written by 'hpclab classroom up'; run that again") from None
+    with Gradebook(f"sqlite:///{Path(course_dir).resolve() / 'gradebook.db'}") as gb:
+        for student, name in names.items():
+            gb.update_or_create_student(student, first_name=name.get("first_name") or "",
+                                        last_name=name.get("last_name") or student, email=name.get("email") or None)
+    return len(names)
 
 
 def cell_scores(course_dir: str | Path, lab: str) -> dict[str, dict[str, tuple[float, float]]]:
