@@ -28,6 +28,29 @@ from hpclab.classroom import accounts, limits
 from hpclab.classroom.layout import ClassroomLayout
 
 DEFAULT_MEM_BYTES = 1 << 30
+# Each student's server listens on a port of its own, from its account's uid: JupyterHub's random
+# port is whatever port the kernel hands out free at that moment, and with a room starting at
+# once two servers were given the same one (measured: student15 and student25 on 59739; the
+# second server could not bind, and the first one's spawner took the other's answer for its own).
+# Below Linux's ephemeral range (32768-60999), so no outgoing connection holds it.
+SERVER_PORT_BASE = 20000
+SERVER_PORT_SPAN = 10000
+
+
+def server_port(uid: int) -> int:
+    """The port of the server of the account with this uid."""
+    return SERVER_PORT_BASE + uid % SERVER_PORT_SPAN
+
+
+def port_free(port: int, ip: str = "127.0.0.1") -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind((ip, port))
+        except OSError:
+            return False
+    return True
 
 
 class ClassroomSpawnerMixin(HasTraits):
@@ -104,6 +127,12 @@ class ClassroomLocalSpawner(ClassroomSpawnerMixin, LocalProcessSpawner):
         else:
             self.log.info("%s's server: %d MiB, %.2g CPUs (%s)", self.user.name, mem >> 20, cpus,
                           self._cgroup.version)
+        port = server_port(pwd.getpwnam(self.user.name).pw_uid)
+        if port_free(port, self.ip or "127.0.0.1"):
+            self.port = port
+        else:  # something else holds it: JupyterHub's random port, as before
+            self.log.warning("%s's server port %d is taken; a random one instead", self.user.name, port)
+            self.port = 0
         ip, port = await super().start()
         await self._until_listening(ip, port)
         return ip, port
