@@ -18,7 +18,7 @@ help:
 	@echo "make grade-demo    grade a simulated class with nbgrader (one line per student)"
 	@echo "make grade STEP=.. instructor pipeline step (see grader/README.md)"
 	@echo "make classroom     a summer school here: accounts, JupyterHub, Slurm limits, grading (STUDENTS=30)"
-	@echo "make bench-classroom  30 simulated students through the hub: build/classroom/load.json"
+	@echo "make bench-classroom [PRESTART=120]  30 simulated students through the hub: build/classroom/load-*.md"
 	@echo "make cluster-up | cluster-down | cluster-status"
 	@echo "make distro-check DIST=trixie  set-up and course in a pristine Debian root (NOTEBOOKS=... for some)"
 	@echo "make uninstall     remove what set-up and the cluster installed (DRY=1 to see; keeps runs/)"
@@ -84,8 +84,10 @@ classroom: cluster-up
 classroom-down:
 	@$(HPCLAB) classroom down
 
+# PRESTART=S: the servers are started over S seconds before the students arrive (as the README
+# recommends for a room); without it they arrive to none running.
 bench-classroom: classroom
-	@$(PY) bench/classroom.py
+	@$(PY) bench/classroom.py $(if $(PRESTART),--prestart-over $(PRESTART))
 
 # The course on another Debian release, as a new user meets it: a pristine debootstrapped root
 # (cached in /var/tmp/hpclab-roots/<dist>), a fresh clone of HEAD, set-up with the network, the

@@ -9,7 +9,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 failed = []
 for script in sorted(HERE.glob("*.py")):
-    if script.name in ("run_all.py", "common.py"):
+    # the classroom's bench needs a room and has a target of its own (make bench-classroom)
+    if script.name in ("run_all.py", "common.py", "classroom.py"):
         continue
     print(f"== {script.name}", flush=True)
     if subprocess.run([sys.executable, str(script)]).returncode != 0:

@@ -8,7 +8,12 @@ from bench import classroom as bench_room
 
 def _data(autograde_s: float, students: int = 30) -> dict:
     return {"students": students, "arrive_over_s": 60.0, "failed_spawns": 0, "spawn_p50_s": 3.0, "spawn_p95_s": 8.0,
-            "all_at_once": {"failed_spawns": 0, "spawn_p50_s": 9.0, "spawn_p95_s": 15.0},
+            "kernel_p50_s": 4.0, "kernel_p95_s": 9.0, "prestart_over_s": None, "prestart_took_s": None,
+            "all_at_once": {"prestart_over_s": None, "failed": 0, "kernel_p50_s": 20.0, "kernel_p95_s": 40.0},
+            "all_at_once_prestarted": {"prestart_over_s": 120.0, "failed": 0, "kernel_p50_s": 5.0,
+                                       "kernel_p95_s": 12.0},
+            "runs": [{"user": "student01", "arrived_s": 0.0, "login_s": 0.3, "spawn_s": 2.0, "kernel_s": 4.0,
+                      "lab_s": 60.0, "error": ""}],
             "labs_completed": students, "jobs": 90, "job_wait_p95_s": 20.0, "autograded": students,
             "autograde_s_per_submission": 1.2, "autograde_s": autograde_s, "grades_match": True,
             "peak_memory_gb": 7.0, "swap_used_gb": 0.0, "oom_kills": 0, "room_seconds": 300.0}
@@ -24,3 +29,13 @@ def test_the_rooms_autograde_time_is_judged_against_its_goal():
 def test_progress_lines_are_flushed_with_their_prefix(capsys):
     bench_room.say("3/30 student03 submitted")
     assert capsys.readouterr().out == "[bench-classroom] 3/30 student03 submitted\n"
+
+
+def test_login_to_kernel_is_judged_per_arrival_pattern_and_listed_per_student():
+    table = bench_room.render_table(_data(40.0))
+    arriving = next(line for line in table.splitlines() if line.startswith("| login to a kernel"))
+    assert "4.0 / 9.0" in arriving and "met" in arriving and "NOT" not in arriving
+    warm = next(line for line in table.splitlines() if "prestarted over 120 s" in line)
+    assert "goal p95 <= 20 s" in warm and "met" in warm and "NOT" not in warm
+    assert "no server running before" in table
+    assert "| student01 | 0.0 | 0.3 | 2.0 | 4.0 | 60.0 |" in table

@@ -44,6 +44,7 @@ class StudentRun:
     arrived_s: float = 0.0
     login_s: float | None = None
     spawn_s: float | None = None
+    kernel_s: float | None = None  # arrival to the first answer of a kernel in the student's lab
     lab_s: float | None = None
     submitted: bool = False
     error: str = ""
@@ -67,16 +68,19 @@ def save_notebook(client: HubClient, path: str, nb: dict) -> None:
     r.raise_for_status()
 
 
-def run_cells(client: HubClient, cells: list[str], cwd: str, timeout: float = 1800) -> None:
+def run_cells(client: HubClient, cells: list[str], cwd: str, timeout: float = 1800, answered=None) -> None:
     """Run code cells in one new kernel of the student's server, in order, as Run All does;
-    stop at the first error."""
+    stop at the first error. answered(): called once the kernel has answered its first cell
+    (changing into `cwd`), the moment a student could start working."""
     kernel = client.start_kernel()
     try:
-        for code in [f"import os; os.chdir({cwd!r})", *cells]:
+        for i, code in enumerate([f"import os; os.chdir({cwd!r})", *cells]):
             done = client.execute(code, kernel_id=kernel, timeout=timeout)
             if done.error or done.kernel_died or done.status != "ok":
                 raise HpclabError(f"a cell failed in {client.username}'s kernel: "
                                   f"{done.error or ('the kernel died' if done.kernel_died else done.status)}")
+            if i == 0 and answered is not None:
+                answered()
     finally:
         client.delete_kernel(kernel)
 
@@ -101,13 +105,44 @@ def simulate_student(base_url: str, user: str, password: str, lab: str, source_n
         path = f"{folder}/{lab}.ipynb"
         nb = demo.answered(nbformat.from_dict(read_notebook(client, path)), source_nb)
         save_notebook(client, path, nb)
-        run_cells(client, [_text(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"], cwd=folder)
+
+        def answered():
+            run.kernel_s = round(time.monotonic() - start, 2)
+
+        run_cells(client, [_text(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"], cwd=folder,
+                  answered=answered)
         run.lab_s = round(time.monotonic() - t_lab, 2)
         assignment(client, "submit", lab)
         run.submitted = True
     except (HpclabError, requests.RequestException, websocket.WebSocketException, OSError, KeyError, ValueError) as e:
         run.error = (e.what if isinstance(e, HpclabError) else f"{type(e).__name__}: {e}")[:400]
     return run
+
+
+def login_to_kernel(base_url: str, user: str, password: str) -> StudentRun:
+    """A student who logs in and opens a notebook: login, their server (started unless it runs),
+    a new kernel that answers one cell. Seconds from the login page; never raises."""
+    run = StudentRun(user)
+    start = time.monotonic()
+    client = HubClient(base_url, user, password)
+    try:
+        client.login()
+        run.login_s = round(time.monotonic() - start, 2)
+        run.spawn_s = round(client.start_server(), 2)
+        done = client.execute("1 + 1", timeout=120)
+        if done.error or done.kernel_died:
+            raise HpclabError(f"{user}'s first kernel did not answer: {done.error or 'it died'}")
+        run.kernel_s = round(time.monotonic() - start, 2)
+    except (HpclabError, requests.RequestException, websocket.WebSocketException, OSError, KeyError, ValueError) as e:
+        run.error = (e.what if isinstance(e, HpclabError) else f"{type(e).__name__}: {e}")[:400]
+    return run
+
+
+def all_log_in_at_once(base_url: str, passwords: dict[str, str]) -> list[StudentRun]:
+    """Every student of `passwords` logs in at the same moment (login_to_kernel), in their order."""
+    users = sorted(passwords)
+    with ThreadPoolExecutor(max_workers=len(users)) as pool:
+        return list(pool.map(lambda u: login_to_kernel(base_url, u, passwords[u]), users))
 
 
 def _fetched_folder(listing, lab: str) -> str:
