@@ -56,6 +56,19 @@ def test_every_library_the_local_site_offers_has_a_record_and_one_way_to_start()
         assert all(reason.strip() for reason in lib.refused.values())
 
 
+def test_each_library_selects_its_transports_with_its_own_variables():
+    """Is each library's first transport its default (no variables), does every other one set only
+    variables the library's record lists as selecting a transport and say what it turns off, and
+    does every library say how to start ranks outside Slurm?"""
+    for lib in mpi_libraries.LIBRARIES:
+        first, *others = lib.transports
+        assert first.env == () and others, lib.name
+        for sel in others:
+            assert {k for k, _ in sel.env} <= set(lib.selection) and sel.disables, (lib.name, sel.label)
+        argv = lib.standalone_argv(2)
+        assert argv[0].startswith(str(lib.bindir)) and "2" in argv, lib.name
+
+
 def test_a_misspelt_mpi_is_refused_in_one_line_with_the_right_name():
     """Does mpi: mpch-5.0.2 stop before submission with one line that suggests mpich-5.0.2?"""
     with pytest.raises(HpclabError) as err:

