@@ -1,6 +1,6 @@
 """Compare the course's kernels with the reference benchmarks the kernels issue names.
 
-    HPCLAB_STREAM_REF=/path/to/stream.c HPCLAB_IMB=/path/to/IMB-MPI1 \
+    HPCLAB_STREAM_REF=/path/to/stream.c HPCLAB_IMB_SRC=/path/to/mpi-benchmarks \
         .venv/bin/python bench/references.py [--runs 5]
 
 Neither reference is packaged by Debian or PyPI, and none is shipped with the course (their
@@ -8,10 +8,14 @@ licences and our rule: the course's code is its own). Point these variables at c
 - HPCLAB_STREAM_REF: McCalpin's stream.c (5.10). It is compiled with exactly the compile line
   baked into build/bin/stream (its `build_flags`), the same array size and repetitions, and run
   with the same threads and binding. Goal: our Triad >= 0.98x the reference's.
-- HPCLAB_IMB: an IMB-MPI1 executable (Intel MPI Benchmarks). Both ping-pongs run on 2 ranks,
-  `--bind-to core`, under the same transport selection. Goal: latency <= 1.05x and bandwidth
-  >= 0.95x of IMB's. Bandwidth is recomputed from bytes / t for both (IMB versions disagree on
-  whether a Mbyte is 10^6 or 2^20 bytes).
+- HPCLAB_IMB_SRC: a checkout of the Intel MPI Benchmarks (github.com/intel/mpi-benchmarks, BSD
+  licence). IMB-MPI1 is built from it with every MPI library installed here (its own mpicc and
+  mpicxx, into build/bench/imb/<library>/), and each library's ping-pong (build/<library>/bin) runs
+  beside the IMB built with the same library: 2 ranks bound to cores, started by the library's own
+  launcher, under each transport the library's record selects (hpclab.site.mpi_libraries,
+  `transports`). Goal: latency <= 1.05x and bandwidth >= 0.95x of IMB's. Bandwidth is recomputed
+  from bytes / t for both (IMB versions disagree on whether a Mbyte is 10^6 or 2^20 bytes); the
+  table gives the 4 MiB message's and the peak over all sizes.
 Every comparison is paired: ours and the reference alternate, `runs` times each, so a noisy
 neighbour hits both; the table shows min / median / max and the ratio of medians.
 Writes build/bench/references.{md,json} (an earlier report is kept, renamed).
@@ -24,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,9 +44,6 @@ STREAM_REPS = 10           # STREAM 5.10's NTIMES default
 STREAM_CONFIGS = [("1 thread", 1, {}),
                   ("2 threads, OMP_PROC_BIND=close OMP_PLACES=cores", 2,
                    {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})]
-PINGPONG_CONFIGS = [("default", []),
-                    ("ob1+vader", ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"]),
-                    ("ob1+tcp", ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"])]
 GOALS = {"stream_triad": 0.98, "latency": 1.05, "bandwidth": 0.95}
 
 
@@ -127,33 +129,82 @@ def latency_and_bandwidth(rows: list[dict]) -> tuple[float, float]:
     return first["t_usec"], max(r["bytes"] / r["t_usec"] for r in rows if r["t_usec"] > 0)
 
 
-def compare_pingpong(imb: Path, out_dir: Path, runs: int) -> list[dict]:
+def build_imb(source: Path, lib, out_dir: Path) -> Path:
+    """IMB-MPI1 built from `source` with library `lib`'s wrappers in out_dir/<library>/ (kept:
+    built once). Their C++ bindings are skipped: IMB does not use them, and Debian's Open MPI 4.1
+    headers fail IMB's -Werror."""
+    tree = out_dir / lib.name
+    exe = tree / "IMB-MPI1"
+    if exe.is_file():
+        return exe
+    if not (source / "src_cpp" / "Makefile").is_file():
+        raise HpclabError(f"{source} is no Intel MPI Benchmarks checkout (no src_cpp/Makefile)",
+                          "git clone https://github.com/intel/mpi-benchmarks and point HPCLAB_IMB_SRC at it")
+    if tree.exists():
+        shutil.rmtree(tree)
+    shutil.copytree(source, tree, ignore=shutil.ignore_patterns(".git"))
+    checked(["make", "-C", str(tree), "-j2", "IMB-MPI1", f"CC={lib.bindir / 'mpicc'}", f"CXX={lib.bindir / 'mpicxx'}",
+             "CPPFLAGS=-DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1"], run_env(1), f"building IMB-MPI1 with {lib.name}")
+    return exe
+
+
+def latency_and_4mib(rows: list[dict]) -> tuple[float, float, float]:
+    """t(0 B) in usec (or of the smallest size), bytes / t of the 4 MiB message and the peak over
+    all sizes, in MB/s (10^6)."""
+    latency, peak = latency_and_bandwidth(rows)
+    four = next((r for r in rows if r["bytes"] == 4 << 20), None)
+    if four is None:
+        raise HpclabError("no 4 MiB message in the ping-pong's rows", "run it with --max-bytes 4194304")
+    return latency, four["bytes"] / four["t_usec"], peak
+
+
+def compare_pingpong(imb_src: Path, out_dir: Path, runs: int) -> list[dict]:
+    """One row per installed MPI library and transport: our ping-pong built with it against IMB
+    built with it, alternating run by run."""
+    from hpclab.kernels import pingpong
+    from hpclab.site import mpi_libraries
+
     rows = []
-    for label, mca in PINGPONG_CONFIGS:
-        lat = {"ours": [], "imb": []}
-        bw = {"ours": [], "imb": []}
-        for i in range(runs):
-            doc = run_kernel("pingpong", ["--max-bytes", str(4 << 20), "--no-check"],
-                             out_dir / f"pingpong-{len(rows)}-{i}.json", np=2,
-                             mpirun_opts=["--bind-to", "core", *mca])
-            l, b = latency_and_bandwidth(doc["results"]["rows"])
-            lat["ours"].append(l)
-            bw["ours"].append(b)
-            cmd = ["mpirun", "-np", "2", "--bind-to", "core", *mca, str(imb), "PingPong",
-                   "-msglog", "22"]
-            text = checked(cmd, run_env(1), "IMB-MPI1 PingPong")
-            (out_dir / f"imb-{len(rows)}-{i}.txt").write_text(text)
-            l, b = latency_and_bandwidth(parse_imb_pingpong(text))
-            lat["imb"].append(l)
-            bw["imb"].append(b)
-        med = {k: statistics.median(v) for k, v in lat.items()}
-        medb = {k: statistics.median(v) for k, v in bw.items()}
-        rows.append({"transport": label, "mca": " ".join(mca) or "(none)",
-                     "ours_latency_usec": stats(lat["ours"]), "imb_latency_usec": stats(lat["imb"]),
-                     "latency_ratio": med["ours"] / med["imb"],
-                     "ours_peak_mb_s": stats(bw["ours"]), "imb_peak_mb_s": stats(bw["imb"]),
-                     "bandwidth_ratio": medb["ours"] / medb["imb"]})
-        print(f"  pingpong {label}: done", flush=True)
+    for lib in mpi_libraries.LIBRARIES:
+        ours_exe = mpi_libraries.build_dirs(None if lib.requirement is None else lib.name)[0] / "pingpong"
+        if not lib.installed() or not ours_exe.is_file():
+            rows.append({"library": lib.name, "transport": "-", "error": f"not installed ({lib.mpicc} or {ours_exe} "
+                         "missing): make setup installs it"})
+            continue
+        try:
+            imb = build_imb(imb_src, lib, paths.build_dir() / "bench" / "imb")
+        except HpclabError as e:
+            rows.append({"library": lib.name, "transport": "-", "error": e.what})
+            continue
+        for sel in lib.transports:
+            env = run_env(1, dict(sel.env))
+            launch = lib.standalone_argv(2)
+            got = {"ours": [], "imb": []}
+            try:
+                for i in range(runs):
+                    tag = f"{lib.name}-{len(rows)}-{i}"
+                    out = out_dir / f"pingpong-{tag}.json"
+                    checked([*launch, str(ours_exe), "--max-bytes", str(4 << 20), "--no-check", "--json", str(out)],
+                            env, f"the ping-pong of {lib.name} ({sel.label})")
+                    got["ours"].append(latency_and_4mib(pingpong.message_rows(json.loads(out.read_text()), str(out))))
+                    text = checked([*launch, str(imb), "PingPong", "-msglog", "22"], env,
+                                   f"IMB-MPI1 PingPong of {lib.name} ({sel.label})")
+                    (out_dir / f"imb-{tag}.txt").write_text(text)
+                    got["imb"].append(latency_and_4mib(parse_imb_pingpong(text)))
+            except HpclabError as e:
+                rows.append({"library": lib.name, "transport": sel.label, "error": e.what})
+                continue
+            col = lambda who, k: [m[k] for m in got[who]]  # noqa: E731
+            ratio = lambda k: statistics.median(col("ours", k)) / statistics.median(col("imb", k))  # noqa: E731
+            rows.append({"library": lib.name, "transport": sel.label, "disables": sel.disables,
+                         "env": " ".join(f"{k}={v}" for k, v in sel.env) or "(none)",
+                         "ours_latency_usec": stats(col("ours", 0)), "imb_latency_usec": stats(col("imb", 0)),
+                         "latency_ratio": ratio(0),
+                         "ours_4mib_mb_s": stats(col("ours", 1)), "imb_4mib_mb_s": stats(col("imb", 1)),
+                         "bandwidth_ratio": ratio(1),
+                         "ours_peak_mb_s": stats(col("ours", 2)), "imb_peak_mb_s": stats(col("imb", 2)),
+                         "peak_ratio": ratio(2)})
+            print(f"  pingpong {lib.name} {sel.label}: done", flush=True)
     return rows
 
 
@@ -177,16 +228,26 @@ def write_markdown(path: Path, meta: dict, stream: list | str, pingpong: list | 
               "| threads | ours [MB/s] | STREAM 5.10 [MB/s] | ours / reference |", "|---|---|---|---|"]
         L += [f"| {r['config']} | {fmt(r['ours_triad_mb_s'])} | {fmt(r['reference_triad_mb_s'])} | "
               f"{verdict(r['ratio'], r['goal'], True)} |" for r in stream]
-    L += ["", "## IMB-MPI1 PingPong (2 ranks, --bind-to core)", ""]
+    L += ["", "## IMB-MPI1 PingPong, per MPI library and transport (2 ranks bound to cores)", ""]
     if isinstance(pingpong, str):
         L.append(pingpong)
     else:
-        L += ["| transport | ours t(0 B) [usec] | IMB t(0 B) [usec] | latency ratio | "
-              "ours peak [MB/s] | IMB peak [MB/s] | bandwidth ratio |", "|---|---|---|---|---|---|---|"]
-        L += [f"| {r['transport']} | {fmt(r['ours_latency_usec'], 2)} | {fmt(r['imb_latency_usec'], 2)} | "
-              f"{verdict(r['latency_ratio'], GOALS['latency'], False)} | {fmt(r['ours_peak_mb_s'])} | "
-              f"{fmt(r['imb_peak_mb_s'])} | {verdict(r['bandwidth_ratio'], GOALS['bandwidth'], True)} |"
-              for r in pingpong]
+        L += ["Each library's ping-pong (build/<library>/bin/pingpong) and IMB-MPI1 built with the same "
+              "library's wrappers, started by its own launcher with the transport's variables; "
+              "bandwidth = bytes / t.", "",
+              "| library | transport (turns off) | ours t(0 B) [us] | IMB t(0 B) [us] | latency ratio | "
+              "ours 4 MiB [MB/s] | IMB 4 MiB [MB/s] | 4 MiB ratio | peak ratio |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for r in pingpong:
+            if r.get("error"):
+                L.append(f"| {r['library']} | {r['transport']} | not measured: {r['error']} | | | | | | |")
+                continue
+            off = f" ({r['disables']})" if r["disables"] and not r["disables"].startswith("nothing") else ""
+            L.append(f"| {r['library']} | {r['transport']}{off} | {fmt(r['ours_latency_usec'], 2)} | "
+                     f"{fmt(r['imb_latency_usec'], 2)} | {verdict(r['latency_ratio'], GOALS['latency'], False)} | "
+                     f"{fmt(r['ours_4mib_mb_s'], 0)} | {fmt(r['imb_4mib_mb_s'], 0)} | "
+                     f"{verdict(r['bandwidth_ratio'], GOALS['bandwidth'], True)} | "
+                     f"{verdict(r['peak_ratio'], GOALS['bandwidth'], True)} |")
     L.append("")
     path.write_text("\n".join(L))
 
@@ -208,12 +269,12 @@ def main(argv=None) -> int:
     results = {}
     for key, var, fn, hint in [
             ("stream", "HPCLAB_STREAM_REF", compare_stream, "McCalpin's stream.c"),
-            ("pingpong", "HPCLAB_IMB", compare_pingpong, "an IMB-MPI1 executable")]:
+            ("pingpong", "HPCLAB_IMB_SRC", compare_pingpong, "a checkout of the Intel MPI Benchmarks")]:
         given = os.environ.get(var)
         if not given:
             results[key] = f"Not compared: set {var} to {hint} to compare (see bench/references.py)."
-        elif not Path(given).is_file():
-            results[key] = f"Not compared: {var}={given} is not a file."
+        elif not Path(given).exists():
+            results[key] = f"Not compared: {var}={given} does not exist."
         else:
             try:
                 results[key] = fn(Path(given).resolve(), raw, a.runs)

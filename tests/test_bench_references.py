@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.references import latency_and_bandwidth, parse_imb_pingpong, parse_stream_reference
+from bench.references import latency_and_4mib, latency_and_bandwidth, parse_imb_pingpong, parse_stream_reference
 from hpclab.core.errors import HpclabError
 
 DATA = Path(__file__).parent / "data" / "references"
@@ -58,3 +58,11 @@ def test_imb_pingpong_table_stops_at_the_next_benchmark():
 def test_output_without_pingpong_is_refused():
     with pytest.raises(HpclabError, match="no PingPong table"):
         parse_imb_pingpong("# Benchmarking Barrier\n")
+
+
+def test_the_4_mib_message_is_read_beside_latency_and_peak():
+    rows = parse_imb_pingpong(IMB_SHAPED) + [{"bytes": 4 << 20, "repetitions": 10, "t_usec": 419.4304}]
+    latency, four_mib, peak = latency_and_4mib(rows)
+    assert latency == 2.0 and four_mib == pytest.approx(10000.0) and peak == pytest.approx(10000.0)
+    with pytest.raises(HpclabError, match="no 4 MiB message"):
+        latency_and_4mib(parse_imb_pingpong(IMB_SHAPED))
