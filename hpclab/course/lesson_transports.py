@@ -151,8 +151,8 @@ def library_specs(max_bytes: int = 4 << 20, repetitions: int = 3,
 
 
 def library_table(runs) -> tuple["pd.DataFrame", "pd.DataFrame"]:
-    """From completed runs of library_specs: (the pingpong rows of every run, labelled by library;
-    one row per library with the version MPI_Get_library_version gave, what the library said
+    """From completed runs of library_specs (and library_transport_specs): (the pingpong rows of
+    every run, labelled; one row per label with the version MPI_Get_library_version gave, what the library said
     carried the messages in each run, t(0 B) and the largest message's bandwidth as spreads)."""
     import pandas as pd
 
@@ -164,18 +164,18 @@ def library_table(runs) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     for r in runs:
         tables.append(r.table())
         output = "".join(f.read_text(errors="replace") for f in (r.folder.stdout, r.folder.stderr) if f.exists())
-        said.setdefault(r.spec.label, []).append(mpi_libraries.transport_said(r.spec.label, output) or "(said nothing)")
+        said.setdefault(r.spec.label, []).append(mpi_libraries.transport_said(r.spec.mpi, output) or "(said nothing)")
     table = pd.concat(tables, ignore_index=True)
     runs_per = tr.per_run(table, size_range=None)
     rows = []
     for label, group in runs_per.groupby("label", sort=False):
         version = str(next(r for r in runs if r.spec.label == label).result()["config"].get("mpi_library") or "")
         largest = int(group["largest_bytes"].max())
-        rows.append({"library": label, "MPI_Get_library_version": version.split(",")[0],
+        rows.append({"run": label, "MPI_Get_library_version": version.split(",")[0],
                      "carried by (as it said)": ", ".join(sorted(set(said[label]))),
                      "t(0 B) [us]": phrases.Spread.of(group["latency_us"]).text(),
                      f"bandwidth at {largest >> 20} MiB [MB/s]": phrases.Spread.of(group["largest_mb_s"]).text()})
-    return table, pd.DataFrame(rows).set_index("library")
+    return table, pd.DataFrame(rows).set_index("run")
 
 
 def library_sentences(table: "pd.DataFrame", reference: str = "openmpi-system") -> list[str]:
@@ -192,4 +192,48 @@ def library_sentences(table: "pd.DataFrame", reference: str = "openmpi-system") 
             continue
         c = tr.compare(table, reference, other)
         out.append(f"{c.latency.sentence()} {c.bandwidth.sentence()}")
+    return out
+
+
+def library_transport_specs(max_bytes: int = 4 << 20, repetitions: int = 3,
+                            experiment: str = LIBRARIES_EXPERIMENT) -> list:
+    """Pingpong specs for every installed library's other transports (its record's `transports`
+    after the default: the variables that turn its fast path off), labelled '<library>: <transport>'."""
+    from hpclab.site import mpi_libraries
+
+    def fields(env):  # a spec takes Open MPI's variables as mca: (its checks name them), the rest as env:
+        mca = {k.removeprefix("OMPI_MCA_"): v for k, v in env if k.startswith("OMPI_MCA_")}
+        return {"mca": mca, "env": {k: v for k, v in env if not k.startswith("OMPI_MCA_")}}
+
+    return [spec.make_spec(kernel="pingpong", ntasks=2, mpi=lib.name, args={"max_bytes": max_bytes},
+                           binding={"cpu_bind": "cores"}, label=transport_label(lib.name, sel.label),
+                           repetitions=repetitions, experiment=experiment, **fields(sel.env))
+            for lib in mpi_libraries.LIBRARIES if lib.installed() for sel in lib.transports[1:]]
+
+
+def transport_label(library: str, transport: str) -> str:
+    return f"{library}: {transport}"
+
+
+def library_transport_sentences(table: "pd.DataFrame", libraries: "pd.DataFrame") -> list[str]:
+    """For each library and each of its other transports in `table` (library_table of the default
+    runs and library_transport_specs' runs): what it turned off, what the library said carried the
+    messages, and the latency and bandwidth against the library's default, from the runs' spreads
+    (a loss named only beyond them: the seed's "performance disappears if disabling X")."""
+    from hpclab.analysis import transports as tr
+    from hpclab.site import mpi_libraries
+
+    present = set(table["label"])
+    out = []
+    for lib in mpi_libraries.LIBRARIES:
+        for sel in lib.transports[1:]:
+            label = transport_label(lib.name, sel.label)
+            if lib.name not in present or label not in present:
+                continue
+            c = tr.compare(table, lib.name, label)
+            before, after = (libraries.loc[x, "carried by (as it said)"] for x in (lib.name, label))
+            said = (f"it said {after} carried the messages, where its default said {before}" if after != before else
+                    f"it said {after} both times (what it reports does not show this switch; the numbers below do)")
+            out.append(f"{lib.name} with {' '.join(f'{k}={v}' for k, v in sel.env)} turns off {sel.disables}: "
+                       f"{said}. {c.latency.sentence()} {c.bandwidth.sentence()}")
     return out

@@ -1,0 +1,63 @@
+"""Notebook 02's section on each library's other transports (hpclab.course.lesson_transports):
+the specs set the library's own selection variables, and the sentences follow the numbers."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from hpclab.course import lesson_transports as lt
+from hpclab.site import mpi_libraries
+
+
+def test_each_installed_library_gets_one_spec_per_other_transport_with_its_variables():
+    specs = lt.library_transport_specs(repetitions=3)
+    for s in specs:
+        lib = mpi_libraries.get(s.mpi)
+        sel = next(t for t in lib.transports[1:] if lt.transport_label(lib.name, t.label) == s.label)
+        assert {**s.env, **{f"OMPI_MCA_{k}": v for k, v in s.mca.items()}} == dict(sel.env) and s.kernel == "pingpong" and s.ntasks == 2 and s.repetitions == 3
+    installed = [lib for lib in mpi_libraries.LIBRARIES if lib.installed()]
+    assert len(specs) == sum(len(lib.transports) - 1 for lib in installed)
+
+
+def _table(rows: dict[str, list[tuple[float, float]]]) -> pd.DataFrame:
+    """A pingpong table: per label, runs of (t at 0 B, t at 4 MiB) in usec."""
+    out = []
+    for label, runs in rows.items():
+        for i, (t0, t4) in enumerate(runs):
+            run = {"label": label, "run_id": f"{label}-{i}", "transport": "as the kernel read it"}
+            out += [{**run, "bytes": 0, "t_usec": t0}, {**run, "bytes": 4 << 20, "t_usec": t4}]
+    return pd.DataFrame(out)
+
+
+def test_a_slower_transport_is_named_slower_only_beyond_the_spread():
+    lib = mpi_libraries.get("mpich-5.0.2")
+    sel = lib.transports[1]
+    label = lt.transport_label(lib.name, sel.label)
+    table = _table({lib.name: [(0.6, 400.0), (0.62, 410.0), (0.65, 390.0)],
+                    label: [(3.9, 1800.0), (4.0, 1850.0), (3.8, 1830.0)]})
+    said = pd.DataFrame({"carried by (as it said)": ["UCX", "UCX"]}, index=[lib.name, label])
+    [sentence] = lt.library_transport_sentences(table, said)
+    assert sentence.startswith(f"mpich-5.0.2 with MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self turns off {sel.disables}")
+    assert "it said UCX both times" in sentence and "beyond the spread" in sentence
+    assert "within the noise" not in sentence
+
+
+def test_overlapping_runs_are_called_within_the_noise():
+    lib = mpi_libraries.get("openmpi-5.0.11")
+    label = lt.transport_label(lib.name, lib.transports[1].label)
+    table = _table({lib.name: [(0.2, 380.0), (0.25, 390.0), (0.21, 385.0)],
+                    label: [(0.22, 383.0), (0.2, 395.0), (0.24, 381.0)]})
+    said = pd.DataFrame({"carried by (as it said)": ["sm", "sm"]}, index=[lib.name, label])
+    [sentence] = lt.library_transport_sentences(table, said)
+    assert sentence.count("within the noise") == 2
+
+
+@pytest.mark.parametrize("missing", ["default", "other"])
+def test_a_library_without_both_runs_is_left_out(missing):
+    lib = mpi_libraries.get("openmpi-5.0.11")
+    label = lt.transport_label(lib.name, lib.transports[1].label)
+    present = label if missing == "default" else lib.name
+    table = _table({present: [(0.2, 380.0)] * 3})
+    said = pd.DataFrame({"carried by (as it said)": ["sm"]}, index=[present])
+    assert lt.library_transport_sentences(table, said) == []
