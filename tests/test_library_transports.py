@@ -61,3 +61,24 @@ def test_a_library_without_both_runs_is_left_out(missing):
     table = _table({present: [(0.2, 380.0)] * 3})
     said = pd.DataFrame({"carried by (as it said)": ["sm"]}, index=[present])
     assert lt.library_transport_sentences(table, said) == []
+
+
+# --- the ABI section -------------------------------------------------------------------------------
+
+def test_the_abi_program_links_only_the_standard_library_and_runs_where_it_is_shipped(tmp_path):
+    """Does the ABI build ask for libmpi_abi.so.1 and no libmpi of an implementation, while each
+    usual build names its own, and is it run under exactly the libraries that ship the ABI?"""
+    from hpclab.course import lesson_abi
+
+    if not any(lib.installed() and (lib.bindir / "mpicc_abi").exists() for lib in mpi_libraries.LIBRARIES):
+        pytest.skip("no library with mpicc_abi installed (make mpi-libraries)")
+    abi = lesson_abi.build(tmp_path)
+    assert lesson_abi.ABI_LIBRARY in abi.needed
+    assert not [n for n in abi.needed if n.startswith("libmpi.so")]
+    for name, libs in lesson_abi.usual_builds().items():
+        assert libs and all(n.startswith("libmpi.so") for n in libs), name
+    specs, not_run = lesson_abi.specs(abi)
+    shipped = {lib.name for lib in mpi_libraries.LIBRARIES if lib.installed() and lesson_abi.ships_abi(lib)}
+    assert {s.label for s in specs} == shipped and not shipped & set(not_run)
+    assert all(s.command == [str(abi.exe)] and s.mpi == s.label for s in specs)
+    assert all("libmpi_abi.so.1" in why or "not installed" in why for why in not_run.values())
