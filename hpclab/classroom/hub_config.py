@@ -166,6 +166,11 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
         f"c.Spawner.cpu_limit = {float(settings.cpu_limit)!r}",
         f"c.Spawner.start_timeout = {120 if settings.spawner == 'slurm' else 60}",
         "c.Spawner.http_timeout = 60",
+        # kernels talk to their server over Unix sockets in the student's runtime folder, not TCP
+        # ports: each kernel's five ports are picked free at its start, and with a room opening
+        # kernels at once two picked the same one (measured: 6 'Address already in use' in one
+        # bench, a kernel that never answered); a socket file is also the student's alone
+        "c.Spawner.args = ['--KernelManager.transport=ipc']",
         f"c.{spawner}.course_folder = {str(lay.course)!r}",
         f"c.{spawner}.classroom_python = {str(lay.python)!r}",
         # a room arrives at once: let every student's spawn run, not only JupyterHub's default 100
