@@ -390,3 +390,40 @@ def test_prestarted_servers_are_ready_when_their_students_log_in(room):
     finally:
         for user in users:
             _client(room, user).stop_server()
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_a_hub_killed_mid_session_comes_back_with_the_students_kernels(room):
+    """kill -9 the hub while a student's kernel holds a variable: does the server keep running, does
+    `up` start a new hub that finds it (the kernel still answers with the variable), and are the
+    killed hub's services (culler, formgrader) replaced, not doubled?"""
+    from hpclab.classroom import record
+    from hpclab.classroom import room as room_mod
+
+    lay, _ = room
+    student = _client(room, "student02")
+    student.start_server()
+    kernel = student.start_kernel()
+    try:
+        assert student.execute("x = 41", kernel_id=kernel).status == "ok"
+        server = sorted(_server_pids("student02"))
+        pid = hub.running_pid(lay)
+        os.kill(pid, 9)
+        deadline = time.monotonic() + 10
+        while hub.running_pid(lay) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = hub.orphaned_services()
+        assert left, "the killed hub's services should outlive it (JupyterHub starts them in sessions of their own)"
+        assert set(server) <= set(_server_pids("student02")), "the student's server died with the hub"
+        room_mod.up(students=record.load(lay.record).settings["students"], instructors=1)
+        assert hub.running_pid(lay) not in (None, pid)
+        assert not hub.orphaned_services() and not any(Path(f"/proc/{p}").exists() for p in left)
+        again = _client(room, "student02")
+        assert again.server_ready(), "the new hub did not find the running server"
+        done = again.execute("x + 1", kernel_id=kernel)
+        assert (done.status, done.result) == ("ok", "42"), done
+        cullers = subprocess.run(["pgrep", "-f", "jupyterhub_idle_culler"], capture_output=True, text=True).stdout.split()
+        assert len(cullers) == 1, cullers
+    finally:
+        _client(room, "student02").delete_kernel(kernel)

@@ -15,6 +15,7 @@ each local server gets are in limits.py.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -226,6 +227,9 @@ def start(lay: ClassroomLayout, rec: Record, settings: HubSettings) -> str:
             return state.get("url", settings.url())
         # `up` asked for another hub (spawner, address, limits): servers stop, files stay
         stop(lay, rec)
+    # a hub that was killed (kill -9, OOM) left its services running: they go before the new hub
+    # starts its own; the students' servers stay, and the new hub finds them in its database
+    orphans = _stop_orphaned_services()
     jupyterhub = lay.venv / "bin" / "jupyterhub"
     if not jupyterhub.exists():
         raise HpclabError(f"JupyterHub is not installed in the classroom's venv ({jupyterhub} is missing)",
@@ -255,6 +259,9 @@ def start(lay: ClassroomLayout, rec: Record, settings: HubSettings) -> str:
     with open(os.open(f.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as log:
         log.write(f"\n--- hpclab classroom: starting the hub ({time.strftime('%Y-%m-%d %H:%M:%S')}); "
                   f"server limits {limits.describe()}\n")
+        if orphans:
+            log.write(f"--- hpclab classroom: stopped {len(orphans)} service process(es) a killed hub left: "
+                      f"{' '.join(map(str, orphans))}\n")
         log.flush()
         os.chmod(f.log, 0o600)
         proc = subprocess.Popen([str(jupyterhub), "-f", str(f.config)], cwd=lay.hub, env=env, stdout=log,
@@ -297,6 +304,49 @@ def _write_state(lay: ClassroomLayout, state: dict) -> None:
 
 # --- stop ---------------------------------------------------------------------------------------
 
+def orphaned_services() -> list[int]:
+    """The processes of hub-managed services (the idle culler, the formgrader) that a hub killed
+    without its shutdown left behind: JupyterHub starts each in a session of its own, so they
+    outlive it, and a new hub would start a second culler and a formgrader that cannot bind its
+    port. Found by their environment: JUPYTERHUB_SERVICE_NAME set and JUPYTERHUB_API_URL on this
+    room's hub API port (students' servers have no service name)."""
+    api = f"127.0.0.1:{hub_config.HUB_API_PORT}/".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(v.startswith(b"JUPYTERHUB_SERVICE_NAME=") for v in env) and \
+                any(v.startswith(b"JUPYTERHUB_API_URL=") and api in v for v in env) and not _hub_child(entry):
+            found.append(int(entry.name))
+    return found
+
+
+def _hub_child(proc: Path) -> bool:
+    """Is this process's parent a live jupyterhub (then it is a running hub's service)?"""
+    try:
+        ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return _alive(ppid, b"jupyterhub")
+
+
+def _stop_orphaned_services() -> list[int]:
+    """Stop orphaned_services() (TERM, then KILL after 5 s); return their pids."""
+    pids = orphaned_services()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
+            time.sleep(0.1)
+    return pids
+
+
 def _wait_gone(pid: int, marker: bytes, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -321,6 +371,7 @@ def stop(lay: ClassroomLayout, rec: Record) -> bool:
     if proxy is not None:
         os.kill(proxy, signal.SIGTERM)
         _wait_gone(proxy, b"configurable-http-proxy", 5)
+    _stop_orphaned_services()
     for cg in limits.existing():
         cg.remove()
     limits.remove_parents()
