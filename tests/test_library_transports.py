@@ -82,3 +82,15 @@ def test_the_abi_program_links_only_the_standard_library_and_runs_where_it_is_sh
     assert {s.label for s in specs} == shipped and not shipped & set(not_run)
     assert all(s.command == [str(abi.exe)] and s.mpi == s.label for s in specs)
     assert all("libmpi_abi.so.1" in why or "not installed" in why for why in not_run.values())
+
+
+def test_specs_of_several_libraries_are_checked_each_against_its_own_components():
+    """One experiment with the system Open MPI's vader and Open MPI 5's sm: is each checked
+    against its own library's ompi_info (the facts were once shared per kernel: 'sm is not
+    installed here')?"""
+    from hpclab.jobs import experiment
+
+    specs = [s for s in lt.library_transport_specs() if s.mca.get("btl", "").startswith("self,")]
+    if len({s.mpi for s in specs}) < 2:
+        pytest.skip("needs two Open MPI libraries installed (make mpi-libraries)")
+    assert [sp for sp, _ in experiment.validate(specs)] == specs

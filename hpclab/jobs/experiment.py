@@ -154,7 +154,7 @@ def validate(specs: list[Spec]) -> list[tuple[Spec, site_mod.Site]]:
         if sp.site not in sites:
             sites[sp.site] = site_mod.load_site(sp.site)
         st = sites[sp.site]
-        key = (st.name, sp.partition, sp.kernel)
+        key = (st.name, sp.partition, sp.kernel, sp.mpi)  # each MPI library has its own components
         if key not in facts_cache:
             facts_cache[key] = spec_checks.gather_facts(sp, st)
         try:
