@@ -232,8 +232,13 @@ def library_transport_sentences(table: "pd.DataFrame", libraries: "pd.DataFrame"
                 continue
             c = tr.compare(table, lib.name, label)
             before, after = (libraries.loc[x, "carried by (as it said)"] for x in (lib.name, label))
-            said = (f"it said {after} carried the messages, where its default said {before}" if after != before else
-                    f"it said {after} both times (what it reports does not show this switch; the numbers below do)")
-            out.append(f"{lib.name} with {' '.join(f'{k}={v}' for k, v in sel.env)} turns off {sel.disables}: "
-                       f"{said}. {c.latency.sentence()} {c.bandwidth.sentence()}")
+            chosen = f"{lib.name} with {' '.join(f'{k}={v}' for k, v in sel.env)}"
+            if sel.disables.startswith("nothing"):   # the default's own path, named explicitly
+                head = f"{chosen} names the path its default takes on one node: it said {after}, the default {before}"
+            elif after != before:
+                head = f"{chosen} turns off {sel.disables}: it said {after} carried the messages, the default {before}"
+            else:
+                head = (f"{chosen} turns off {sel.disables}: it said {after} both times (what it reports does not "
+                        "show this switch; the numbers do)")
+            out.append(f"{head}. {c.latency.sentence()} {c.bandwidth.sentence()}")
     return out

@@ -220,7 +220,8 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         },
         # the CH4 device's summary: the netmod, the libfabric provider or the UCX transports
         report_env={"MPIR_CVAR_DEBUG_SUMMARY": "1"},
-        report_pattern=r"^==== (\w+) netmod Capability ====",
+        # with ofi the summary names the libfabric provider instead of a netmod line
+        report_pattern=r"^==== (\w+) netmod Capability ====|^(libfabric) provider: (\S+)",
         report_command=("{bin}/mpichversion",),
         selection=("MPIR_CVAR_CH4_NETMOD", "FI_PROVIDER", "UCX_TLS", "MPIR_CVAR_NOLOCAL"),
         # ranks on one node talk through CH4's shared memory whatever the netmod; NOLOCAL sends
@@ -263,13 +264,14 @@ def build_dirs(name: str | None) -> tuple[Path, Path]:
 
 def transport_said(name: str, text: str) -> str | None:
     """What library `name` said carried the messages, found in a run's output `text` (stdout and
-    stderr) with its report_pattern: "sm" (Open MPI 5's comm_method hook), "self,vader" (the
-    ping-pong's own btl line), "UCX" (MPICH's netmod summary); None when it said nothing."""
+    stderr) with its report_pattern (the pattern's groups that matched, joined by a space): "sm"
+    (Open MPI 5's comm_method hook), "self,vader" (the ping-pong's own btl line), "UCX" or
+    "libfabric tcp" (MPICH's summary); None when it said nothing."""
     import re  # only the runs' readers need it
 
     pattern = get(name).report_pattern
     found = re.search(pattern, text, flags=re.M) if pattern else None
-    return found.group(1) if found else None
+    return " ".join(g for g in found.groups() if g) if found else None
 
 
 def names() -> list[str]:
