@@ -69,6 +69,18 @@ def test_each_library_selects_its_transports_with_its_own_variables():
         assert argv[0].startswith(str(lib.bindir)) and "2" in argv, lib.name
 
 
+def test_each_open_mpi_selects_the_shared_memory_btl_its_ompi_info_lists():
+    """vader up to Open MPI 4.1, sm from 5.0: is the ob1 selection of each installed Open MPI named
+    after the BTL its own ompi_info lists (Debian 13's system library has sm, Debian 12's vader)?"""
+    for lib in mpi_libraries.LIBRARIES:
+        if lib.components_command is None or not lib.installed():
+            continue
+        btls = mpi_libraries.mca_components(lib.name)["btl"]
+        shm = [v for sel in lib.transports for k, v in sel.env if k == "OMPI_MCA_btl" and v != "self,tcp"]
+        assert shm and all(v.split(",")[1] in btls for v in shm), (lib.name, shm, btls)
+        assert not any("{shm}" in repr(sel) for sel in lib.transports)
+
+
 def test_a_misspelt_mpi_is_refused_in_one_line_with_the_right_name():
     """Does mpi: mpch-5.0.2 stop before submission with one line that suggests mpich-5.0.2?"""
     with pytest.raises(HpclabError) as err:

@@ -103,10 +103,32 @@ class MpiLibrary:
     abi: bool = False
     components_command: tuple[str, ...] | None = None  # lists its MCA components (Open MPI only)
     system_prefix: Path | None = None  # the system library's prefix; the others live under root()
-    # the transports one node offers, selected by variables (measured: bench/references.py)
-    transports: tuple[Selection, ...] = (Selection("default"),)
+    # the transports one node offers, selected by variables (measured: bench/references.py); "{shm}"
+    # stands for the library's shared-memory BTL (see `transports`)
+    transport_choices: tuple[Selection, ...] = (Selection("default"),)
     # how its own launcher starts ranks outside Slurm (a laptop, the reference benchmark): {bin}, {np}
     standalone: tuple[str, ...] = ()
+
+    @property
+    def transports(self) -> tuple[Selection, ...]:
+        """transport_choices with "{shm}" replaced by this library's shared-memory BTL: Open MPI
+        calls it vader up to 4.1 and sm from 5.0, so Debian 12's system library has vader and
+        Debian 13's has sm (asked of its ompi_info, once)."""
+        if not any("{shm}" in repr(sel) for sel in self.transport_choices):
+            return self.transport_choices
+        shm = self.shm_btl()
+
+        def fill(text: str) -> str:
+            return text.replace("{shm}", shm)
+
+        return tuple(Selection(fill(sel.label), tuple((k, fill(v)) for k, v in sel.env), fill(sel.disables))
+                     for sel in self.transport_choices)
+
+    def shm_btl(self) -> str:
+        """The shared-memory BTL this Open MPI lists ("vader" or "sm"); "sm" when it cannot be
+        asked (not installed: its runs are refused before this matters)."""
+        components = mca_components(self.name) if self.components_command and self.installed() else None
+        return "vader" if components and "vader" in components.get("btl", ()) else "sm"
 
     def standalone_argv(self, np: int) -> list[str]:
         return [w.replace("{bin}", str(self.bindir)).replace("{np}", str(np)) for w in self.standalone]
@@ -160,6 +182,10 @@ def _ob1(btl: str, disables: str) -> Selection:
     return Selection(f"ob1+{btl}", (("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", f"self,{btl}")), disables)
 
 
+_OMPI_TRANSPORTS = (Selection("default"), _ob1("{shm}", "nothing (the default on one node)"),
+                    _ob1("tcp", "shared memory ({shm}): TCP through the kernel's loopback"))
+
+
 # srun without PMI starts every rank as an MPI_COMM_WORLD of its own (measured with every library).
 _NO_PMI = "srun --mpi=none: no PMI, so every rank starts alone (ping-pong: 'needs at least 2 ranks, got 1')"
 
@@ -180,8 +206,7 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         report_command=("{bin}/ompi_info", "--parsable"),
         components_command=("{bin}/ompi_info", "--parsable", "--all"),
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl"),
-        transports=(Selection("default"), _ob1("vader", "nothing (the default on one node)"),
-                    _ob1("tcp", "shared memory (vader): TCP through the kernel's loopback")),
+        transport_choices=_OMPI_TRANSPORTS,
         standalone=_OMPI_STANDALONE,
     ),
     MpiLibrary(
@@ -200,8 +225,7 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         report_command=("{bin}/ompi_info", "--parsable"),
         components_command=("{bin}/ompi_info", "--parsable", "--all"),
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "UCX_TLS", "FI_PROVIDER"),
-        transports=(Selection("default"), _ob1("sm", "nothing (the default on one node)"),
-                    _ob1("tcp", "shared memory (sm): TCP through the kernel's loopback")),
+        transport_choices=_OMPI_TRANSPORTS,
         standalone=_OMPI_STANDALONE,
     ),
     MpiLibrary(
@@ -226,7 +250,7 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         selection=("MPIR_CVAR_CH4_NETMOD", "FI_PROVIDER", "UCX_TLS", "MPIR_CVAR_NOLOCAL"),
         # ranks on one node talk through CH4's shared memory whatever the netmod; NOLOCAL sends
         # them through the netmod instead, here over TCP
-        transports=(Selection("default"),
+        transport_choices=(Selection("default"),
                     Selection("ucx over tcp, no shared memory", (("MPIR_CVAR_NOLOCAL", "1"), ("UCX_TLS", "tcp,self")),
                               "shared memory (CH4 posix and UCX's): UCX over TCP"),
                     Selection("ofi tcp, no shared memory", (("MPIR_CVAR_NOLOCAL", "1"), ("MPIR_CVAR_CH4_NETMOD", "ofi"),
