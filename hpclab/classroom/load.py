@@ -95,11 +95,8 @@ def simulate_student(base_url: str, user: str, password: str, lab: str, source_n
     time.sleep(max(0.0, t0 + arrive_at - time.monotonic()))
     run = StudentRun(user, arrived_s=round(time.monotonic() - t0, 2))
     start = time.monotonic()
-    client = HubClient(base_url, user, password)
     try:
-        client.login()
-        run.login_s = round(time.monotonic() - start, 2)
-        run.spawn_s = round(client.start_server(), 2)
+        client = _log_in(base_url, run, password, start)
         t_lab = time.monotonic()
         folder = _fetched_folder(assignment(client, "fetch", lab), lab)
         path = f"{folder}/{lab}.ipynb"
@@ -114,8 +111,8 @@ def simulate_student(base_url: str, user: str, password: str, lab: str, source_n
         run.lab_s = round(time.monotonic() - t_lab, 2)
         assignment(client, "submit", lab)
         run.submitted = True
-    except (HpclabError, requests.RequestException, websocket.WebSocketException, OSError, KeyError, ValueError) as e:
-        run.error = (e.what if isinstance(e, HpclabError) else f"{type(e).__name__}: {e}")[:400]
+    except VISIT_ERRORS as e:
+        run.error = _why(e)
     return run
 
 
@@ -124,18 +121,32 @@ def login_to_kernel(base_url: str, user: str, password: str) -> StudentRun:
     a new kernel that answers one cell. Seconds from the login page; never raises."""
     run = StudentRun(user)
     start = time.monotonic()
-    client = HubClient(base_url, user, password)
     try:
-        client.login()
-        run.login_s = round(time.monotonic() - start, 2)
-        run.spawn_s = round(client.start_server(), 2)
+        client = _log_in(base_url, run, password, start)
         done = client.execute("1 + 1", timeout=120)
         if done.error or done.kernel_died:
             raise HpclabError(f"{user}'s first kernel did not answer: {done.error or 'it died'}")
         run.kernel_s = round(time.monotonic() - start, 2)
-    except (HpclabError, requests.RequestException, websocket.WebSocketException, OSError, KeyError, ValueError) as e:
-        run.error = (e.what if isinstance(e, HpclabError) else f"{type(e).__name__}: {e}")[:400]
+    except VISIT_ERRORS as e:
+        run.error = _why(e)
     return run
+
+
+# What ends a simulated student's visit: recorded in their run, never raised.
+VISIT_ERRORS = (HpclabError, requests.RequestException, websocket.WebSocketException, OSError, KeyError, ValueError)
+
+
+def _why(e: Exception) -> str:
+    return (e.what if isinstance(e, HpclabError) else f"{type(e).__name__}: {e}")[:400]
+
+
+def _log_in(base_url: str, run: StudentRun, password: str, start: float) -> HubClient:
+    """Log run.user in and start their server (or find it running), timing both from `start`."""
+    client = HubClient(base_url, run.user, password)
+    client.login()
+    run.login_s = round(time.monotonic() - start, 2)
+    run.spawn_s = round(client.start_server(), 2)
+    return client
 
 
 def all_log_in_at_once(base_url: str, passwords: dict[str, str]) -> list[StudentRun]:
