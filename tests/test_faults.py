@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -258,15 +259,28 @@ def test_requeue_is_followed_and_recorded(runs_root, tmp_path, monkeypatch):
     assert any("requeued" in h.get("reason", "") for h in st["history"] if h["state"] == "pending")
 
 
-def _kill_node(cg):
+def _node_commands(cg) -> dict[int, str]:
+    """pid -> command name of every process in a virtual node's cpuset cgroup."""
+    names = {}
+    for pid in (cg / "tasks").read_text().split():
+        try:
+            names[int(pid)] = (Path("/proc") / pid / "comm").read_text().strip()
+        except OSError:
+            pass  # ended between the two reads
+    return names
+
+
+def _kill_node(cg) -> dict[int, str]:
     """SIGKILL every process of a virtual node (its cpuset cgroup holds exactly what its slurmd
-    started), as a node that loses power; the cgroup itself stays."""
+    started), as a node that loses power; the cgroup itself stays. Returns what was killed."""
+    killed = {}
     end = time.monotonic() + 10
     while time.monotonic() < end:
-        pids = [int(p) for p in (cg / "tasks").read_text().split()]
-        if not pids:
-            return
-        for pid in pids:
+        found = _node_commands(cg)
+        if not found:
+            return killed
+        killed.update(found)
+        for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -298,16 +312,24 @@ def test_node_failure_on_virtual_nodes_names_the_node_and_up_returns_it(cluster,
         spec = make_spec({**POISSON, "nodes": 2, "ntasks_per_node": 1})
         (run,) = experiment.run(spec, wait=False, progress=False)
         _wait_running(run)
-        time.sleep(3)  # the sleep step runs on both nodes
+        node2 = vnodes.cgroup_dir(vnodes.netns_name(2))
+        end = time.monotonic() + 120  # kill while the sleep step runs there, not during the preamble
+        while "sleep" not in _node_commands(node2).values():
+            assert time.monotonic() < end, f"the sleep step never ran on node2: {run.folder.status()}"
+            time.sleep(0.2)
         t0 = time.monotonic()
-        _kill_node(vnodes.cgroup_dir(vnodes.netns_name(2)))  # node2's slurmd and its job steps
+        killed = _kill_node(node2)  # node2's slurmd and its job steps
+        assert "slurmd" in killed.values() and "sleep" in killed.values(), killed
         end = time.monotonic() + 400  # slurmctld notices after SlurmdTimeout (120 s) and its next ping
         while time.monotonic() < end and run.state not in slurm.TERMINAL and not run.folder.status().get("requeued"):
             experiment.refresh([run])
             time.sleep(2)
         st = run.folder.status()
         print(f"node failure: {time.monotonic() - t0:.0f} s after the kill: state {st['state']}: {st['reason']}")
-        assert st["failed_nodes"] == ["node2"] and "node2 is down" in st["reason"]
+        job_said = "\n".join(f.read_text(errors="replace")[-1500:] for f in (run.folder.stdout, run.folder.stderr)
+                              if f.exists())
+        assert st.get("failed_nodes") == ["node2"] and "node2 is down" in st["reason"], \
+            f"killed on node2: {sorted(set(killed.values()))}; status {st}; the job said:\n{job_said}"
         assert "hpclab cluster up" in st["reason"]
         if run.state in slurm.TERMINAL:
             return  # ended (NODE_FAIL) rather than requeued: named and explained, nothing to wait for
