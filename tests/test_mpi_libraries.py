@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from hpclab.trace.split import split
 
 NAMES = mpi_libraries.names()
 # How each family names itself in MPI_Get_library_version (the kernels' mpi_library line).
-SAYS = {"openmpi": "Open MPI", "mpich": "MPICH"}
+SAYS = {"openmpi": "Open MPI", "mpich": "MPICH", "intel-mpi": "Intel(R) MPI Library"}
 needs_lmod = pytest.mark.skipif(not modules.LMOD_INIT.is_file(), reason="Debian's lmod is not installed")
 
 
@@ -135,10 +136,33 @@ def test_each_module_file_loads_in_lmod_and_picks_its_mpicc(name):
     if not (folder / f"{lib.module_name}.lua").is_file():
         pytest.skip(f"no module file {lib.module_name} in {folder} (make mpi-libraries)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BASH_FUNC_")}
-    res = subprocess.run(["bash", "-lc", f"module use {folder}; module load {lib.module_name}; which mpicc"],
-                         capture_output=True, text=True, env=env, timeout=60)
+    shown = "; ".join(f'echo "{k}=${{{k}:-}}"' for k in lib.environment())
+    res = subprocess.run(["bash", "-lc", f"module use {folder}; module load {lib.module_name}; {shown + '; ' if shown else ''}"
+                          "which mpicc; mpicc -show"], capture_output=True, text=True, env=env, timeout=60)
     assert res.returncode == 0, res.stderr
-    assert Path(res.stdout.split()[-1]).resolve() == lib.mpicc.resolve()
+    lines = res.stdout.splitlines()
+    assert Path(lines[-2]).resolve() == lib.mpicc.resolve()
+    assert [f"{k}={v}" for k, v in lib.environment().items()] == lines[:len(lib.environment())]
+    assert str(lib.prefix) in lines[-1] and "SUBSTITUTE" not in lines[-1]  # the wrapper found its prefix
+
+
+def test_the_install_plan_names_every_wheel_and_the_variables_each_library_needs():
+    """Does `python -m hpclab.site.mpi_libraries plan` give the install script, per wheel library,
+    its name, its requirements (comma-separated), prefix, build folder and NAME=value variables?"""
+    res = subprocess.run([sys.executable, "-m", "hpclab.site.mpi_libraries", "plan"], capture_output=True,
+                         text=True, timeout=60, cwd=paths.repo())
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"root {mpi_libraries.root()}"
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(rows) == {lib.name for lib in mpi_libraries.to_install()}
+    for lib in mpi_libraries.to_install():
+        name, requirement, prefix, build, env = rows[lib.name]
+        assert requirement.split(",") == lib.requirements and all("==" in r for r in lib.requirements)
+        assert (prefix, build) == (str(lib.prefix), str(lib.build_dir))
+        assert env == (",".join(f"{k}={v}" for k, v in lib.environment().items()) or "-")
+    intel = mpi_libraries.get("intel-mpi-2021.19")
+    assert rows[intel.name][4] == f"I_MPI_ROOT={intel.prefix}" and len(intel.requirements) == 2
 
 
 # --- through Slurm ---------------------------------------------------------------------------------

@@ -179,6 +179,7 @@ def library_modulefile(lib: mpi_libraries.MpiLibrary) -> str:
         f"setenv(\"MPI_HOME\", {_lua(prefix)})",
         f"setenv(\"HPCLAB_MPI\", {_lua(lib.name)})",
     ]
+    lines += [f"setenv({_lua(var)}, {_lua(value)})" for var, value in lib.environment().items()]
     lines += [f"setenv({_lua(var)}, {_lua(prefix + '/bin/' + prog)})"
               for var, prog in (("MPICC", "mpicc"), ("MPICXX", "mpicxx"))]
     return "\n".join(lines) + "\n"

