@@ -84,6 +84,35 @@ def test_the_abi_program_links_only_the_standard_library_and_runs_where_it_is_sh
     assert all("libmpi_abi.so.1" in why or "not installed" in why for why in not_run.values())
 
 
+def _abi_run(tmp_path, label: str, handed: str | None, state: str = "completed"):
+    """A finished ABI job as the sentences read it: its label, state and stdout."""
+    from types import SimpleNamespace
+
+    out = tmp_path / label / "stdout"
+    out.parent.mkdir()
+    out.write_text("" if handed is None else f"rank 0 of 2 library: {handed}\nrank 1 of 2 library: {handed}\n")
+    folder = SimpleNamespace(stdout=out, tail=lambda: "srun: error: no libmpi_abi.so.1")
+    return SimpleNamespace(spec=SimpleNamespace(label=label), state=state, folder=folder)
+
+
+def test_the_abi_conclusion_follows_the_libraries_the_ranks_named(tmp_path):
+    """Does the lesson say one file ran under several libraries only when the ranks of two runs named
+    two different implementations, and otherwise say what is missing?"""
+    from hpclab.course import lesson_abi
+
+    abi = lesson_abi.AbiBuild("mpich-5.0.2", ["mpicc_abi"], tmp_path / "x", ["libmpi_abi.so.1"])
+    two = [_abi_run(tmp_path, "mpich-5.0.2", "MPICH Version: 5.0.2"),
+           _abi_run(tmp_path, "intel-mpi-2021.19", "Intel(R) MPI Library 2021.19.0")]
+    text = " ".join(lesson_abi.sentences(abi, two, {}, {}))
+    assert "ran unchanged under 2 libraries (mpich-5.0.2, intel-mpi-2021.19)" in text
+    assert "2 ranks ran the same binary and each was handed Intel(R) MPI Library 2021.19.0" in text
+    (tmp_path / "again").mkdir()
+    one = [_abi_run(tmp_path / "again", "mpich-5.0.2", "MPICH Version: 5.0.2"),
+           _abi_run(tmp_path / "again", "intel-mpi-2021.19", None, state="failed")]
+    text = " ".join(lesson_abi.sentences(abi, one, {}, {}))
+    assert "ran unchanged" not in text and "ended failed" in text and "runs under 1 library" in text
+
+
 def test_specs_of_several_libraries_are_checked_each_against_its_own_components():
     """One experiment with the system Open MPI's vader and Open MPI 5's sm: is each checked
     against its own library's ompi_info (the facts were once shared per kernel: 'sm is not
