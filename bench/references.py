@@ -144,7 +144,8 @@ def build_imb(source: Path, lib, out_dir: Path) -> Path:
         shutil.rmtree(tree)
     shutil.copytree(source, tree, ignore=shutil.ignore_patterns(".git"))
     checked(["make", "-C", str(tree), "-j2", "IMB-MPI1", f"CC={lib.bindir / 'mpicc'}", f"CXX={lib.bindir / 'mpicxx'}",
-             "CPPFLAGS=-DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1"], run_env(1), f"building IMB-MPI1 with {lib.name}")
+             "CPPFLAGS=-DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1"], {**run_env(1), **lib.environment()},
+            f"building IMB-MPI1 with {lib.name}")
     return exe
 
 
@@ -158,14 +159,14 @@ def latency_and_4mib(rows: list[dict]) -> tuple[float, float, float]:
     return latency, four["bytes"] / four["t_usec"], peak
 
 
-def compare_pingpong(imb_src: Path, out_dir: Path, runs: int) -> list[dict]:
-    """One row per installed MPI library and transport: our ping-pong built with it against IMB
-    built with it, alternating run by run."""
+def compare_pingpong(imb_src: Path, out_dir: Path, runs: int, only: list[str] | None = None) -> list[dict]:
+    """One row per installed MPI library (or each of `only`) and transport: our ping-pong built
+    with it against IMB built with it, alternating run by run."""
     from hpclab.kernels import pingpong
     from hpclab.site import mpi_libraries
 
     rows = []
-    for lib in mpi_libraries.LIBRARIES:
+    for lib in [mpi_libraries.get(name) for name in only] if only else mpi_libraries.LIBRARIES:
         ours_exe = mpi_libraries.build_dirs(None if lib.requirement is None else lib.name)[0] / "pingpong"
         if not lib.installed() or not ours_exe.is_file():
             rows.append({"library": lib.name, "transport": "-", "error": f"not installed ({lib.mpicc} or {ours_exe} "
@@ -177,7 +178,7 @@ def compare_pingpong(imb_src: Path, out_dir: Path, runs: int) -> list[dict]:
             rows.append({"library": lib.name, "transport": "-", "error": e.what})
             continue
         for sel in lib.transports:
-            env = run_env(1, dict(sel.env))
+            env = {**run_env(1, dict(sel.env)), **lib.environment()}
             launch = lib.standalone_argv(2)
             got = {"ours": [], "imb": []}
             try:
@@ -256,6 +257,8 @@ def main(argv=None) -> int:
     import datetime as dt
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5, help="paired repetitions per row (default 5)")
+    ap.add_argument("--library", action="append", metavar="NAME",
+                    help="compare the ping-pong of this MPI library only (repeatable; default: every one)")
     a = ap.parse_args(argv)
     if a.runs < 1:
         print("error: --runs must be at least 1", file=sys.stderr)
@@ -277,7 +280,8 @@ def main(argv=None) -> int:
             results[key] = f"Not compared: {var}={given} does not exist."
         else:
             try:
-                results[key] = fn(Path(given).resolve(), raw, a.runs)
+                results[key] = fn(Path(given).resolve(), raw, a.runs,
+                                  **({"only": a.library} if key == "pingpong" and a.library else {}))
             except HpclabError as e:
                 results[key] = f"Not compared: {e}"
         print(f"  {key}: {results[key] if isinstance(results[key], str) else 'compared'}", flush=True)
