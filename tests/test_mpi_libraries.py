@@ -201,6 +201,10 @@ def test_a_pingpong_runs_with_each_library_and_names_it(name, runs_root):
     said = json.dumps(result)
     assert SAYS[lib.family] in said and (lib.version in said or lib.requirement is None)
     assert (run.folder.provenance / "mpi-library.txt").stat().st_size > 0
+    recorded = "\n" + (run.folder.provenance / "env.txt").read_text()
+    # what made it say so, and (from a wheel library's module) its name, in the provenance
+    for var in [*lib.report_env, *lib.environment(), *(["HPCLAB_MPI"] if lib.requirement else [])]:
+        assert f"\n{var}=" in recorded, var
     table = run.table()
     assert {0, 4 << 20} <= set(table["bytes"])
     carried = mpi_libraries.transport_said(name, (run.path / "stdout").read_text() + (run.path / "stderr").read_text())
