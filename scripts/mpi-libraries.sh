@@ -60,10 +60,14 @@ while read -r name requirement prefix build libenv; do
       rm -rf "$tmp"
       continue
     fi
+    # a wheel cannot hold symbolic links: identical copies of a library become hard links
+    if ! out=$(PYTHONPATH=. "$PY" -m hpclab.site.mpi_libraries link-copies "$tmp" 2>&1); then
+      out="copies kept ($(printf '%s\n' "$out" | tail -n 1))"
+    fi
     echo "$requirement" > "$tmp/.hpclab-stamp"
     rm -rf "$prefix" && mv "$tmp" "$prefix"
     chmod -R go+rX "$prefix"
-    say "$name: installed $requirement into $prefix"
+    say "$name: installed $requirement into $prefix ($out)"
   fi
 
   # 2. the kernels and the tracer, built with this library's mpicc (its bin first on PATH, so the

@@ -282,3 +282,23 @@ def test_the_lesson_runs_every_installed_library_and_says_why_not_the_others():
         assert s.mpi == s.label and s.kernel == "pingpong" and s.ntasks == 2 and s.repetitions == 3
         assert mpi_libraries.get(s.label).installed()
     assert all("make mpi-libraries" in why for why in skipped.values())
+
+
+def test_identical_copies_in_a_prefix_become_hard_links_and_nothing_else_changes(tmp_path):
+    """Do a wheel's identical copies (libx.so, libx.so.1) become one file with two names, while a
+    different file, an empty one and an identical copy with other permissions stay apart?"""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libx.so.1").write_bytes(b"\x7fELF same")
+    (lib / "libx.so").write_bytes(b"\x7fELF same")
+    (lib / "liby.so").write_bytes(b"\x7fELF other")
+    (lib / "empty").write_bytes(b"")
+    (lib / "empty2").write_bytes(b"")
+    (tmp_path / "run").write_bytes(b"\x7fELF same")
+    (tmp_path / "run").chmod(0o755)
+    assert mpi_libraries.link_copies(tmp_path) == (1, len(b"\x7fELF same"))
+    assert (lib / "libx.so").stat().st_ino == (lib / "libx.so.1").stat().st_ino
+    assert (lib / "libx.so").read_bytes() == b"\x7fELF same" and (lib / "liby.so").read_bytes() == b"\x7fELF other"
+    assert (tmp_path / "run").stat().st_ino != (lib / "libx.so").stat().st_ino
+    assert (lib / "empty").stat().st_ino != (lib / "empty2").stat().st_ino
+    assert mpi_libraries.link_copies(tmp_path) == (0, 0)  # again: nothing left to link

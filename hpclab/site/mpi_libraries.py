@@ -361,14 +361,49 @@ def to_install() -> list[MpiLibrary]:
     return [lib for lib in LIBRARIES if lib.requirement]
 
 
+def link_copies(prefix: Path) -> tuple[int, int]:
+    """Make identical regular files under `prefix` hard links of one another: a wheel cannot hold
+    symbolic links, so libmpi.so, libmpi.so.12 and libmpi.so.12.0.0 arrive as separate copies
+    (Intel MPI's prefix held 38 such groups). Returns (files linked, bytes saved)."""
+    import hashlib  # only the install script needs it
+
+    first: dict[tuple[int, str], Path] = {}
+    linked = saved = 0
+    for path in sorted(prefix.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        size = path.stat().st_size
+        if size == 0:
+            continue
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        key = (size, digest.hexdigest())
+        keep = first.setdefault(key, path)
+        if keep == path or keep.stat().st_ino == path.stat().st_ino:
+            continue
+        if keep.stat().st_mode != path.stat().st_mode:
+            continue  # one an executable, the other not: a link would change one of them
+        tmp = path.with_name(path.name + ".hpclab-link")
+        os.link(keep, tmp)
+        os.replace(tmp, path)
+        linked, saved = linked + 1, saved + size
+    return linked, saved
+
+
 def _main(argv: list[str]) -> int:
+    if argv[:1] == ["link-copies"] and len(argv) == 2:
+        linked, saved = link_copies(Path(argv[1]))
+        print(f"{linked} identical copies made hard links, {saved / 1e6:.0f} MB saved")
+        return 0
     if argv[:1] == ["plan"]:
         print("root", root())
         for lib in to_install():
             env = ",".join(f"{k}={v}" for k, v in lib.environment().items()) or "-"
             print(lib.name, lib.requirement, lib.prefix, lib.build_dir, env)
         return 0
-    print("usage: python -m hpclab.site.mpi_libraries plan", file=sys.stderr)
+    print("usage: python -m hpclab.site.mpi_libraries plan | link-copies PREFIX", file=sys.stderr)
     return 2
 
 
