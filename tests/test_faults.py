@@ -270,6 +270,14 @@ def _node_commands(cg) -> dict[int, str]:
     return names
 
 
+def _dead(pid: int) -> bool:
+    """Has process `pid` ended (gone, or a zombie its parent has not reaped yet)?"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def _kill_node(cg) -> dict[int, str]:
     """SIGKILL every process of a virtual node (its cpuset cgroup holds exactly what its slurmd
     started), as a node that loses power; the cgroup itself stays. Returns what was killed."""
@@ -318,8 +326,10 @@ def test_node_failure_on_virtual_nodes_names_the_node_and_up_returns_it(cluster,
             assert time.monotonic() < end, f"the sleep step never ran on node2: {run.folder.status()}"
             time.sleep(0.2)
         t0 = time.monotonic()
+        slurmd = int((config.layout().run / "slurmd-node2.pid").read_text().split()[0])
+        os.kill(slurmd, signal.SIGKILL)  # by its pid file too, should it ever not be in its cgroup
         killed = _kill_node(node2)  # node2's slurmd and its job steps
-        assert "slurmd" in killed.values() and "sleep" in killed.values(), killed
+        assert _dead(slurmd) and "sleep" in killed.values(), killed
         end = time.monotonic() + 400  # slurmctld notices after SlurmdTimeout (120 s) and its next ping
         while time.monotonic() < end and run.state not in slurm.TERMINAL and not run.folder.status().get("requeued"):
             experiment.refresh([run])
