@@ -103,7 +103,9 @@ def test_wait_timeout_cancels_and_says_what_the_job_was_doing(runs_root, tmp_pat
 
 @pytest.mark.slow
 def test_slurm_time_limit_is_reported_as_timeout(runs_root, tmp_path, monkeypatch):
-    """Does a job killed by its Slurm time limit (1 minute) end as state timeout?"""
+    """Does a job killed by its Slurm time limit (1 minute) end as state timeout? (It also shows
+    that the embedded Slurm enforces --time: it checks limits about once a minute, so a job with
+    --time=0:10 ends after about 65 s too, and one such wait in make test is enough.)"""
     need("pingpong")
     _failing_template(tmp_path, monkeypatch, "sleep 600")
     with pytest.raises(HpclabError, match="state timeout") as exc:
