@@ -10,7 +10,6 @@ import grp
 import os
 import pwd
 import secrets
-import subprocess
 from pathlib import Path
 
 from hpclab.core import commands
@@ -75,9 +74,10 @@ def _private_home(user: str) -> None:
 def set_password(user: str) -> str:
     """Give `user` a new random password (16 characters, URL-safe); return it."""
     password = secrets.token_urlsafe(12)
-    r = subprocess.run(["chpasswd"], input=f"{user}:{password}\n", text=True, capture_output=True)
-    if r.returncode != 0:
-        raise HpclabError(f"cannot set the password of {user}: {r.stderr.strip()}", "run as root")
+    r = commands.run(["chpasswd"], f"set the password of {user}", input=f"{user}:{password}\n")
+    if r is None or r.returncode != 0:
+        said = r.stderr.strip() if r is not None else "chpasswd did not answer within 60 s"
+        raise HpclabError(f"cannot set the password of {user}: {said}", "run as root")
     return password
 
 

@@ -10,10 +10,9 @@ every folder on the way let a student see.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 
 # Text that only an instructor's copy of a lab holds (nbgrader's markers).
@@ -25,7 +24,10 @@ PROBE_USER = "nobody"
 def _as(user: str, argv: list[str]) -> list[str]:
     """Lines argv prints when run as `user` (errors such as 'Permission denied' are what we want to
     see happen, so stderr is dropped and the exit code ignored)."""
-    res = subprocess.run(["runuser", "-u", user, "--", *argv], capture_output=True, text=True, timeout=300)
+    res = commands.run(["runuser", "-u", user, "--", *argv], f"read the checkout as {user}", timeout=300)
+    if res is None:
+        raise HpclabError(f"`{' '.join(argv[:2])} ...` as {user} did not finish within 300 s",
+                          "the checkout is very large or its file system hangs; check it with the same command by hand")
     return [line for line in res.stdout.splitlines() if line.strip()]
 
 

@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.classroom import accounts, roster
@@ -164,11 +164,11 @@ def _make_course(lay: ClassroomLayout, rec: Record) -> None:
         env = {"PATH": f"{lay.venv / 'bin'}:/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
                # the checkout's grader/ and labs/ (the course copy holds no grader/)
                "HPCLAB_HOME": str(paths.repo()), "NBGRADER_EXCHANGE": str(lay.exchange)}
-        r = subprocess.run([str(lay.python), "-m", "hpclab.grading", "init", str(course), *LABS],
-                           capture_output=True, text=True, env=env, timeout=300)
-        if r.returncode != 0:
-            raise HpclabError(f"cannot make the instructors' course folder {course}: "
-                              f"{(r.stderr or r.stdout).strip().splitlines()[-1:]}",
+        r = commands.run([str(lay.python), "-m", "hpclab.grading", "init", str(course), *LABS],
+                         f"make the instructors' course folder {course}", env=env, timeout=300)
+        if r is None or r.returncode != 0:
+            said = (r.stderr or r.stdout).strip().splitlines()[-1:] if r is not None else "no answer within 300 s"
+            raise HpclabError(f"cannot make the instructors' course folder {course}: {said}",
                               "is the classroom's venv complete? run 'hpclab classroom up' again")
         with open(course / "nbgrader_config.py", "a") as fh:
             fh.write(_room_block(lay))

@@ -15,11 +15,10 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.classroom.layout import ClassroomLayout
@@ -140,8 +139,9 @@ def ensure_venv(lay: ClassroomLayout, log: Path) -> bool:
         steps += install_steps(lay.python, lay.course)
         for argv in steps:
             out.write(f"\n$ {' '.join(argv)}\n")
-            out.flush()
-            r = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=lay.root)
+            out.flush()  # the step's own output follows in the same file
+            r = commands.run(argv, "build the students' Python environment", env=env, cwd=lay.root,
+                             timeout=None, log=log)
             if r.returncode != 0:
                 raise HpclabError(f"building the students' Python environment failed (exit {r.returncode})",
                                   f"read {log}; PyPI must be reachable for the first 'up'")

@@ -30,11 +30,10 @@ import os
 import re
 import secrets
 import socket
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.io import ensure_secret, write_atomic, write_if_changed
 from hpclab.core.errors import HpclabError
 
@@ -184,12 +183,8 @@ def short_hostname() -> str:
 
 def probe_hardware() -> NodeHardware:
     """The machine's node line, from `slurmd -C` (Slurm's own view), cross-checked with hwloc."""
-    try:
-        out = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True).stdout
-    except FileNotFoundError:
-        raise HpclabError("slurmd is not installed", "run 'make setup' (as root) to install Slurm")
-    except subprocess.CalledProcessError as e:
-        raise HpclabError(f"'slurmd -C' failed: {e.stderr.strip()}", "check the Slurm installation")
+    out = commands.output(["slurmd", "-C"], "ask slurmd for this machine's node line",
+                          "run 'make setup' (as root) to install Slurm, then check its installation")
     fields = dict(re.findall(r"(\w+)=(\S+)", out))
     hw = NodeHardware(
         cpus=int(fields["CPUs"]),
@@ -210,10 +205,10 @@ def probe_hardware() -> NodeHardware:
 
 def hwloc_pu_count() -> int | None:
     try:
-        out = subprocess.run(["hwloc-calc", "--number-of", "pu", "all"], capture_output=True, text=True)
-    except FileNotFoundError:
+        out = commands.run(["hwloc-calc", "--number-of", "pu", "all"], "count hwloc's processing units")
+    except HpclabError:  # hwloc-calc missing: slurmd's count stands alone
         return None
-    return int(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip().isdigit() else None
+    return int(out.stdout.strip()) if out is not None and out.returncode == 0 and out.stdout.strip().isdigit() else None
 
 
 def host_node() -> Node:
@@ -384,10 +379,8 @@ def _fstype(path: Path) -> str:
 def slurm_version() -> tuple[int, int]:
     """The installed Slurm's (major, minor), from `slurmd -V` ("slurm-wlm 24.11.5" -> (24, 11)).
     Raises HpclabError when slurmd is missing or prints no version."""
-    try:
-        out = subprocess.run(["slurmd", "-V"], capture_output=True, text=True).stdout
-    except FileNotFoundError:
-        raise HpclabError("slurmd is not installed", "run 'make setup' (as root) to install Slurm")
+    done = commands.run(["slurmd", "-V"], "ask slurmd for its version")
+    out = done.stdout if done is not None else ""
     m = re.search(r"(\d+)\.(\d+)", out)
     if not m:
         raise HpclabError(f"'slurmd -V' printed no version: {out.strip()[:80]!r}", "check the Slurm installation")

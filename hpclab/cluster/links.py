@@ -8,12 +8,12 @@ a kernel without sch_netem gets the rate but not the delay, and `up` says so.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 
 PROFILES_FILE = Path(__file__).with_name("links.yaml")
@@ -96,10 +96,11 @@ class Applied:
     notes: list[str] = field(default_factory=list)
 
 
-def _tc(netns: str, *args: str) -> subprocess.CompletedProcess:
+def _tc(netns: str, *args: str) -> commands.Completed:
     # `tc -n` enters the namespace itself (unlike `ip netns exec`, it does not remount /sys).
     argv = ["tc"] + (["-n", netns] if netns else []) + list(args)
-    return subprocess.run(argv, capture_output=True, text=True)
+    done = commands.run(argv, "shape a virtual link with tc", timeout=30)
+    return done or commands.Completed(argv, 124, "", f"`{' '.join(argv)}` did not answer within 30 s")
 
 
 def apply(device: str, profile: LinkProfile, netns: str = "") -> Applied:

@@ -12,7 +12,6 @@ import contextlib
 import fcntl
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,7 +182,7 @@ def _prepare_mariadb(lay: Layout) -> None:
         return
     data.mkdir(parents=True, exist_ok=True)
     _run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
-          "--auth-root-authentication-method=socket", "--skip-test-db"], "initialising the MariaDB data folder",
+          "--auth-root-authentication-method=socket", "--skip-test-db"], "initialise the MariaDB data folder",
          log=lay.logfile("mariadb-install"))
 
 
@@ -196,9 +195,10 @@ def _wait(check, what: str, timeout: float, log: Path) -> None:
     raise HpclabError(f"timed out after {timeout:.0f} s waiting for {what}", f"read the log: {log}\n{tail(log, 8)}")
 
 
-def _mariadb_sql(lay: Layout, sql: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["mariadb", "--no-defaults", "-S", str(lay.mariadb / "mysqld.sock"), "-u", "root", "-e", sql],
-                          capture_output=True, text=True)
+def _mariadb_sql(lay: Layout, sql: str) -> commands.Completed:
+    argv = ["mariadb", "--no-defaults", "-S", str(lay.mariadb / "mysqld.sock"), "-u", "root", "-e", sql]
+    done = commands.run(argv, "talk to the cluster's MariaDB", timeout=30)
+    return done or commands.Completed(argv, 124, "", "mariadb did not answer within 30 s")
 
 
 def _prepare_database(lay: Layout) -> None:
@@ -215,7 +215,7 @@ def _prepare_database(lay: Layout) -> None:
                           f"read {lay.logfile('mariadb')}")
 
 
-def _sacctmgr(lay: Layout, args: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
+def _sacctmgr(lay: Layout, args: list[str], timeout: float = 20) -> commands.Completed | None:
     """sacctmgr ARGS, or None when it does not answer within `timeout` s (slurmdbd hung or its
     database unreachable: sacctmgr then waits for its connection to time out)."""
     return commands.run(["sacctmgr", *args], "ask sacctmgr", env=_env(lay), timeout=timeout)
@@ -540,8 +540,6 @@ def status() -> Status:
 
 
 def _run(argv: list[str], what: str, log: Path) -> None:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as f:
-        r = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT)
+    r = commands.run(argv, what, timeout=None, log=log)
     if r.returncode != 0:
-        raise HpclabError(f"{what} failed (exit {r.returncode})", f"read {log}\n{tail(log, 8)}")
+        raise HpclabError(f"could not {what} (exit {r.returncode})", f"read {log}\n{tail(log, 8)}")

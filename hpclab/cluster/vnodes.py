@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -91,7 +90,8 @@ def _create(lay: Layout, kind: str, name: str, argv: list[str], what: str) -> No
 
 
 def _link_exists(name: str) -> bool:
-    return subprocess.run(["ip", "link", "show", "dev", name], capture_output=True).returncode == 0
+    done = commands.run(["ip", "link", "show", "dev", name], f"look for the link {name}")
+    return done is not None and done.returncode == 0
 
 
 def _netns_exists(name: str) -> bool:
@@ -156,23 +156,23 @@ def _refuse_foreign(found: list[tuple[str, str]]) -> None:
 
 def _make_bridge(lay: Layout) -> None:
     _refuse_foreign([("bridge", BRIDGE)] if _link_exists(BRIDGE) else [])
-    _create(lay, "bridge", BRIDGE, ["ip", "link", "add", BRIDGE, "type", "bridge"], "creating the bridge")
-    _run(["ip", "addr", "add", f"{CONTROLLER_ADDR}/{PREFIX_LEN}", "dev", BRIDGE], "addressing the bridge")
-    _run(["ip", "link", "set", BRIDGE, "up"], "bringing the bridge up")
+    _create(lay, "bridge", BRIDGE, ["ip", "link", "add", BRIDGE, "type", "bridge"], "create the bridge")
+    _run(["ip", "addr", "add", f"{CONTROLLER_ADDR}/{PREFIX_LEN}", "dev", BRIDGE], "address the bridge")
+    _run(["ip", "link", "set", BRIDGE, "up"], "bring the bridge up")
 
 
 def _make_node_net(lay: Layout, k: int) -> None:
     ns, veth = netns_name(k), host_veth(k)
     _refuse_foreign([(kind, name) for kind, name, exists in (("netns", ns, _netns_exists), ("veth", veth, _link_exists))
                      if exists(name)])
-    _create(lay, "netns", ns, ["ip", "netns", "add", ns], f"creating namespace {ns}")
+    _create(lay, "netns", ns, ["ip", "netns", "add", ns], f"create namespace {ns}")
     _create(lay, "veth", veth, ["ip", "link", "add", veth, "type", "veth", "peer", "name", NODE_IFACE, "netns", ns],
-            f"creating veth {veth}")
-    _run(["ip", "link", "set", veth, "master", BRIDGE], f"attaching {veth} to {BRIDGE}")
-    _run(["ip", "link", "set", veth, "up"], f"bringing {veth} up")
-    _run(["ip", "-n", ns, "addr", "add", f"{node_addr(k)}/{PREFIX_LEN}", "dev", NODE_IFACE], f"addressing {ns}")
-    _run(["ip", "-n", ns, "link", "set", NODE_IFACE, "up"], f"bringing {ns}'s {NODE_IFACE} up")
-    _run(["ip", "-n", ns, "link", "set", "lo", "up"], f"bringing {ns}'s loopback up")
+            f"create veth {veth}")
+    _run(["ip", "link", "set", veth, "master", BRIDGE], f"attach {veth} to {BRIDGE}")
+    _run(["ip", "link", "set", veth, "up"], f"bring {veth} up")
+    _run(["ip", "-n", ns, "addr", "add", f"{node_addr(k)}/{PREFIX_LEN}", "dev", NODE_IFACE], f"address {ns}")
+    _run(["ip", "-n", ns, "link", "set", NODE_IFACE, "up"], f"bring {ns}'s {NODE_IFACE} up")
+    _run(["ip", "-n", ns, "link", "set", "lo", "up"], f"bring {ns}'s loopback up")
     # No default route in the namespace: a node reaches the bridge subnet and nothing else.
 
 
@@ -201,9 +201,9 @@ def _wait_reachable(k: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         # The node connects to a closed port on the host: "refused" proves the path works both ways.
-        r = subprocess.run(["nsenter", f"--net={netns.NETNS_DIR / netns_name(k)}", "bash", "-c",
-                            f"exec 3<>/dev/tcp/{CONTROLLER_ADDR}/9 2>&1"], capture_output=True, text=True)
-        if "refused" in r.stdout + r.stderr or r.returncode == 0:
+        r = commands.run(["nsenter", f"--net={netns.NETNS_DIR / netns_name(k)}", "bash", "-c",
+                          f"exec 3<>/dev/tcp/{CONTROLLER_ADDR}/9 2>&1"], f"reach the host from node {k}", timeout=5)
+        if r is not None and ("refused" in r.stdout + r.stderr or r.returncode == 0):
             return
         time.sleep(0.2)
     raise HpclabError(f"{node_name(k)} cannot reach the host at {CONTROLLER_ADDR} over {BRIDGE}",
@@ -409,15 +409,15 @@ def _teardown(lay: Layout) -> list[str]:
             removed.append(f"cgroup {Path(cg).name}")
     for veth in rec["veth"]:
         if _link_exists(veth):  # deleting one end deletes the pair and its qdiscs
-            subprocess.run(["ip", "link", "del", veth], capture_output=True)
+            commands.run(["ip", "link", "del", veth], f"remove {veth}")
             removed.append(f"veth {veth}")
     for ns in rec["netns"]:
         if (netns.NETNS_DIR / ns).exists():
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            commands.run(["ip", "netns", "del", ns], f"remove {ns}")
             removed.append(f"netns {ns}")
     for br in rec["bridge"]:
         if _link_exists(br):
-            subprocess.run(["ip", "link", "del", br], capture_output=True)
+            commands.run(["ip", "link", "del", br], f"remove {br}")
             removed.append(f"bridge {br}")
     left = [n for n in rec["veth"] + rec["bridge"] if _link_exists(n)] + \
            [n for n in rec["netns"] if (netns.NETNS_DIR / n).exists()] + [c for c in rec["cgroup"] if Path(c).exists()]
@@ -452,8 +452,8 @@ class NetworkState:
 def network_state() -> NetworkState:
     """The project's bridge, namespaces, veths and cgroups that exist now, by their names."""
     ns = sorted(p.name for p in netns.NETNS_DIR.glob("hpclab-node*")) if netns.NETNS_DIR.is_dir() else []
-    r = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
-    devs = [line.split(":")[1].strip().split("@")[0] for line in r.stdout.splitlines() if ":" in line]
+    r = commands.run(["ip", "-o", "link", "show"], "list the network links")
+    devs = [line.split(":")[1].strip().split("@")[0] for line in (r.stdout if r else "").splitlines() if ":" in line]
     cgs = sorted(p.name for p in netns.CPUSET_ROOT.glob("hpclab-node*")) if netns.CPUSET_ROOT.is_dir() else []
     return NetworkState(BRIDGE in devs, ns, sorted(d for d in devs if d.startswith("hpclab-v")), cgs)
 

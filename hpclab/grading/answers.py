@@ -268,14 +268,16 @@ def check(cells: list[dict], lab_dir: Path, limits, unconfined: bool = False) ->
     """Run `check_cells` in a fresh Python process: in a sandbox that sees the submission
     read-only (or, unconfined, directly in lab_dir). Raises RuntimeError when the check itself
     fails (the grader's problem, not the student's)."""
-    import subprocess
+    from hpclab.core import commands
 
     command = [sys.executable, "-I", "-m", "hpclab.grading", "check"]
     stdin = json.dumps(cells)
     if unconfined:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        proc = subprocess.run(command, input=stdin, capture_output=True, text=True, cwd=lab_dir,
-                              env=env, timeout=limits.wall_seconds)
+        proc = commands.run(command, f"check the answers in {lab_dir}", env=env, timeout=limits.wall_seconds,
+                            input=stdin, cwd=lab_dir)
+        if proc is None:
+            raise RuntimeError(f"the grader's check of {lab_dir} did not finish within {limits.wall_seconds} s")
     else:
         # a copy of the submission as collected, read-only (readable by the sandbox's user
         # whatever the modes in the zip were)

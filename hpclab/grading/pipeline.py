@@ -22,11 +22,10 @@ import csv
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.grading import sandbox
 
@@ -48,7 +47,7 @@ def _nbgrader() -> str:
     return str(exe) if exe.exists() else "nbgrader"
 
 
-def _sh(course: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+def _sh(course: Path, *args: str, timeout: float = 1800) -> commands.Completed:
     """Run one nbgrader command in the course folder; raise HpclabError with its last lines."""
     if not (course / "nbgrader_config.py").is_file():
         raise HpclabError(f"{course} is not a course folder (no nbgrader_config.py)",
@@ -57,10 +56,12 @@ def _sh(course: Path, *args: str, timeout: float = 1800) -> subprocess.Completed
     env = dict(os.environ, JUPYTER_PATH=str(course / "jupyter"),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("NBGRADER_EXECUTION", None)
-    proc = subprocess.run([_nbgrader(), *args], cwd=course, capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    proc = commands.run([_nbgrader(), *args], f"run nbgrader {args[0]}", env=env, timeout=timeout, cwd=course)
     (course / "logs").mkdir(exist_ok=True)
     log = course / "logs" / f"{args[0]}.log"
+    if proc is None:
+        raise HpclabError(f"nbgrader {args[0]} did not finish within {timeout:g} s",
+                          "a submission may hang (each cell has its own time limit); run it again, or for fewer students")
     with open(log, "a") as fh:
         fh.write(f"$ nbgrader {' '.join(args)}\n{proc.stdout}{proc.stderr}\n")
     if proc.returncode != 0:

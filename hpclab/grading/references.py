@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.grading import labdata
 
@@ -234,12 +234,11 @@ def reference(lab: str, lab_dir: str | Path = ".") -> dict:
     key = (lab, str(Path(lab_dir).resolve()))
     if REFERENCE_CACHE is not None and key in REFERENCE_CACHE:
         return json.loads(REFERENCE_CACHE[key])
-    proc = subprocess.run([sys.executable, "-I", "-m", "hpclab.grading.references", lab,
-                           str(Path(lab_dir).resolve())], capture_output=True, text=True,
-                          timeout=300, env={k: v for k, v in os.environ.items()
-                                            if not k.startswith("PYTHON")})
-    if proc.returncode != 0:
-        msg = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    proc = commands.run([sys.executable, "-I", "-m", "hpclab.grading.references", lab, str(Path(lab_dir).resolve())],
+                        f"run the reference analysis of {lab}", timeout=300,
+                        env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")})
+    if proc is None or proc.returncode != 0:
+        msg = (proc.stderr.strip().splitlines() or ["no output"])[-1] if proc else "no answer within 300 s"
         raise HpclabError(f"reference analysis of {lab} failed: {msg}",
                           "the packed run data must be complete and unmodified")
     if REFERENCE_CACHE is not None:

@@ -20,13 +20,12 @@ import calendar
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.site import slurm
 from hpclab.spec import checks as spec_checks
 from hpclab.jobs import templates
@@ -98,13 +97,14 @@ class Run:
 
 def _git_describe() -> str:
     try:
-        head = subprocess.run(["git", "-C", str(paths.repo()), "rev-parse", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(paths.repo()), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
+        head = commands.run(["git", "-C", str(paths.repo()), "rev-parse", "HEAD"], "ask git for the commit", timeout=10)
+        dirty = commands.run(["git", "-C", str(paths.repo()), "status", "--porcelain", "--untracked-files=no"],
+                             "ask git for local changes", timeout=10)
+    except HpclabError:  # git not installed
+        head = dirty = None
+    if head is None or dirty is None:
         return "unknown (git not available)\n"
-    return f"commit {head or 'unknown'}\nlocal changes: {'yes' if dirty else 'no'}\n"
+    return f"commit {head.stdout.strip() or 'unknown'}\nlocal changes: {'yes' if dirty.stdout.strip() else 'no'}\n"
 
 
 def _provenance_files(spec: Spec, site: site_mod.Site, repetition: int) -> dict[str, str]:

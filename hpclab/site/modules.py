@@ -23,7 +23,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 from pathlib import Path
 
 from hpclab.core import commands
@@ -282,12 +281,10 @@ def loaded_environment(modules: list[str] | tuple[str, ...], modulepath: list[st
     require_lmod(init)
     script = "\n".join(["set -uo pipefail", *load_lines(modules, modulepath, init), "env -0"]) + "\n"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BASH_FUNC_")}
-    try:
-        res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
-                             timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
+    res = commands.run(["bash", "-c", script], f"load modules {' '.join(modules)}", env=env, timeout=timeout)
+    if res is None:
         raise HpclabError(f"loading modules {' '.join(modules)} took more than {timeout:g} s",
-                          "check Lmod (`module avail`) and the module folders") from None
+                          "check Lmod (`module avail`) and the module folders")
     if res.returncode != 0:
         said = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
         ours = [ln for ln in said if ln.startswith("hpclab:")]

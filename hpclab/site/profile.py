@@ -19,13 +19,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
 from hpclab.site import ompi
@@ -243,8 +242,8 @@ def numa_nodes() -> frozenset[int]:
     """NUMA node numbers of this machine (from `numactl -H`; {0} when numactl is missing)."""
     if not shutil.which("numactl"):
         return frozenset({0})
-    res = subprocess.run(["numactl", "-H"], capture_output=True, text=True)
-    m = re.search(r"available:\s*\d+\s*nodes\s*\(([^)]*)\)", res.stdout)
+    res = commands.run(["numactl", "-H"], "ask numactl for the NUMA nodes")
+    m = re.search(r"available:\s*\d+\s*nodes\s*\(([^)]*)\)", res.stdout if res else "")
     if not m:
         return frozenset({0})
     nodes: set[int] = set()

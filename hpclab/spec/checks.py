@@ -15,11 +15,11 @@ from __future__ import annotations
 import functools
 import math
 import re
-import subprocess
 from dataclasses import dataclass, field
 
 from hpclab.site import mpi_libraries
 from hpclab.site import profile as site_mod
+from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.kernels import registry
 from hpclab.site.profile import Partition, Site
@@ -52,10 +52,10 @@ def kernel_help(kernel: str, mpi: str | None = None) -> str | None:
     if not exe.is_file():
         return None
     try:
-        res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        res = commands.run([str(exe), "--help"], f"ask {exe.name} for its options", timeout=20)
+    except HpclabError:  # not executable
         return ""
-    return res.stdout + res.stderr
+    return res.stdout + res.stderr if res is not None else ""
 
 
 def gather_facts(spec: Spec, site: Site) -> Facts:
