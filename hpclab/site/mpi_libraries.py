@@ -283,7 +283,8 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         setenv=(("I_MPI_ROOT", "{prefix}"),),
         # it finds Slurm's PMIx (libpmix.so) itself; srun --mpi=pmi2 and its own mpiexec (Hydra,
         # bootstrapped by srun) worked too (t(0 B) 0.22-0.23 us each), srun --mpi=pmix is the
-        # one path it shares with the Open MPIs
+        # one path it shares with the Open MPIs. Under its mpiexec the binding report stays empty:
+        # Intel MPI prints its pinning table to stdout (I_MPI_DEBUG >= 4), not as srun's cpu-bind lines
         launchers=(Launcher(("srun", "--mpi=pmix")), Launcher(("{bin}/mpiexec", "-n", '"$SLURM_NTASKS"'))),
         refused={"srun --mpi=none": _NO_PMI + "; Intel MPI says 'PMI server not found. Please set "
                                               "I_MPI_PMI_LIBRARY variable if it is not a singleton case'"},
