@@ -53,6 +53,24 @@ def test_overlapping_runs_are_called_within_the_noise():
     assert sentence.count("within the noise") == 2
 
 
+def test_the_same_path_apart_beyond_the_spread_is_called_a_gap_between_jobs():
+    """Does an explicit selection of the default's own path, measured apart from the default, get
+    the odds of such a gap instead of a lesson about transports, and only then?"""
+    lib = mpi_libraries.get("openmpi-5.0.11")
+    sel = next(t for t in lib.transports if t.disables.startswith("nothing"))
+    label = lt.transport_label(lib.name, sel.label)
+    said = pd.DataFrame({"carried by (as it said)": ["sm", "sm"]}, index=[lib.name, label])
+    apart = _table({lib.name: [(0.227, 380.0), (0.232, 390.0), (0.234, 385.0)],
+                    label: [(0.235, 383.0), (0.244, 395.0), (0.288, 381.0)]})
+    [sentence] = lt.library_transport_sentences(apart, said)
+    assert "beyond the spread" in sentence and "Both reported the same path (sm); if the selection changed nothing else" in sentence
+    assert "fail to overlap 10% of the time (2 of the 20 equally likely orderings)" in sentence
+    close = _table({lib.name: [(0.2, 380.0), (0.25, 390.0), (0.21, 385.0)],
+                    label: [(0.22, 383.0), (0.2, 395.0), (0.24, 381.0)]})
+    [sentence] = lt.library_transport_sentences(close, said)
+    assert "same path" not in sentence and sentence.count("within the noise") == 2
+
+
 @pytest.mark.parametrize("missing", ["default", "other"])
 def test_a_library_without_both_runs_is_left_out(missing):
     lib = mpi_libraries.get("openmpi-5.0.11")

@@ -102,3 +102,21 @@ def test_factors_in_opposite_directions_get_no_shares():
     """A factor below 1 in a total above 1 is not a share of it: no log shares are given."""
     text = phrases.factors(0.46, {"the shared core": 0.73, "busy-polling": 2.0, "yielding": 0.315})
     assert "pull in opposite directions" in text and "log scale" not in text
+
+
+def test_the_chance_that_two_ranges_of_one_distribution_do_not_overlap_is_exact():
+    """2 / C(na + nb, na), checked against every ordering of 3 + 3 values and by sampling 5 + 5."""
+    import itertools
+    import random
+
+    orderings = set(itertools.permutations("aaabbb"))
+    apart = [o for o in orderings if "".join(o) in ("aaabbb", "bbbaaa")]
+    assert phrases.chance_apart(3, 3) == len(apart) / len(orderings) == 0.1
+    rng = random.Random(7)
+    trials = 20000
+    hits = 0
+    for _ in range(trials):
+        a, b = [rng.random() for _ in range(5)], [rng.random() for _ in range(5)]
+        hits += max(a) < min(b) or max(b) < min(a)
+    assert abs(hits / trials - phrases.chance_apart(5, 5)) < 0.003
+    assert phrases.chance_apart(0, 3) == 1.0

@@ -133,6 +133,14 @@ class Comparison:
         return Comparison(self.b_name, self.a_name, self.b, self.a, self.quantity, self.unit, self.lower_is_better)
 
 
+def chance_apart(na: int, nb: int) -> float:
+    """How often the ranges of na and nb values drawn from one continuous distribution do not
+    overlap: every ordering of the na + nb values is equally likely, and in exactly two of the
+    C(na + nb, na) ways to place the a-values among them all a-values lie below all b-values, or
+    above. 3 and 3 runs: 0.1, one time in ten; 5 and 5: 2/252, under 1 %."""
+    return 2 / math.comb(na + nb, na) if na > 0 and nb > 0 else 1.0
+
+
 def compare(a: Sequence[float], b: Sequence[float], *, a_name: str = "A", b_name: str = "B",
             quantity: str = "time", unit: str = "", lower_is_better: bool = True) -> Comparison:
     """Compare two sets of repeated measurements (a and b: values in the same unit)."""

@@ -220,6 +220,7 @@ def library_transport_sentences(table: "pd.DataFrame", libraries: "pd.DataFrame"
     runs and library_transport_specs' runs): what it turned off, what the library said carried the
     messages, and the latency and bandwidth against the library's default, from the runs' spreads
     (a loss named only beyond them: the seed's "performance disappears if disabling X")."""
+    from hpclab.analysis import phrases
     from hpclab.analysis import transports as tr
     from hpclab.site import mpi_libraries
 
@@ -240,5 +241,16 @@ def library_transport_sentences(table: "pd.DataFrame", libraries: "pd.DataFrame"
             else:
                 head = (f"{chosen} turns off {sel.disables}: it said {after} both times (what it reports does not "
                         "show this switch; the numbers do)")
-            out.append(f"{head}. {c.latency.sentence()} {c.bandwidth.sentence()}")
+            text = f"{head}. {c.latency.sentence()} {c.bandwidth.sentence()}"
+            apart = [x for x in (c.latency, c.bandwidth) if x.beyond_spread]
+            if sel.disables.startswith("nothing") and after == before and apart:
+                # one path measured twice: a gap here is between jobs, and the rule's own odds say how often
+                n = min(min(x.a.n, x.b.n) for x in apart)
+                chance = phrases.chance_apart(n, n)
+                text += (f" Both reported the same path ({after}); if the selection changed nothing else, this gap "
+                         "is between jobs, not transports: the "
+                         f"ranges of {n} runs a side drawn from one distribution fail to overlap {chance:.0%} of the "
+                         f"time (2 of the {round(2 / chance)} equally likely orderings), so a table of many comparisons "
+                         "shows such a gap now and then; more runs a side make it rarer.")
+            out.append(text)
     return out
