@@ -63,8 +63,9 @@ def test_the_same_path_apart_beyond_the_spread_is_called_a_gap_between_jobs():
     apart = _table({lib.name: [(0.227, 380.0), (0.232, 390.0), (0.234, 385.0)],
                     label: [(0.235, 383.0), (0.244, 395.0), (0.288, 381.0)]})
     [sentence] = lt.library_transport_sentences(apart, said)
-    assert "beyond the spread" in sentence and "Both reported the same path (sm); if the selection changed nothing else" in sentence
-    assert "fail to overlap 10% of the time (2 of the 20 equally likely orderings)" in sentence
+    assert "beyond the spread" in sentence and "Both reported the same path (sm). If the selection changed nothing else" in sentence
+    assert "ran as separate batches" in sentence
+    assert "fail to overlap 10.0% of the time (2 of the 20 equally likely orderings)" in sentence
     close = _table({lib.name: [(0.2, 380.0), (0.25, 390.0), (0.21, 385.0)],
                     label: [(0.22, 383.0), (0.2, 395.0), (0.24, 381.0)]})
     [sentence] = lt.library_transport_sentences(close, said)

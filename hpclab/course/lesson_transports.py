@@ -247,10 +247,10 @@ def library_transport_sentences(table: "pd.DataFrame", libraries: "pd.DataFrame"
                 # one path measured twice: a gap here is between jobs, and the rule's own odds say how often
                 n = min(min(x.a.n, x.b.n) for x in apart)
                 chance = phrases.chance_apart(n, n)
-                text += (f" Both reported the same path ({after}); if the selection changed nothing else, this gap "
-                         "is between jobs, not transports: the "
-                         f"ranges of {n} runs a side drawn from one distribution fail to overlap {chance:.0%} of the "
-                         f"time (2 of the {round(2 / chance)} equally likely orderings), so a table of many comparisons "
-                         "shows such a gap now and then; more runs a side make it rarer.")
+                text += (f" Both reported the same path ({after}). If the selection changed nothing else, the gap "
+                         "lies between the jobs: the default's runs and these ran as separate batches, so a drift of "
+                         f"the machine between them shows here; by chance alone, the ranges of {n} runs a side of one "
+                         f"distribution fail to overlap {chance:.1%} of the time (2 of the {round(2 / chance)} equally "
+                         "likely orderings).")
             out.append(text)
     return out
