@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpclab.jobs import experiment
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.site import slurm
 from hpclab.cluster import config, local
 from hpclab.core.errors import HpclabError
@@ -139,7 +139,7 @@ def test_up_survives_a_hung_slurmdbd_with_a_clear_error(cluster, monkeypatch):
     def hang(*a, **k):
         raise subprocess.TimeoutExpired("sacctmgr", 20)
 
-    monkeypatch.setattr(local.subprocess, "run", hang)
+    monkeypatch.setattr(commands.subprocess, "run", hang)  # what core.commands.run meets when sacctmgr hangs
     assert local._sacctmgr_ok(lay) is False
     with pytest.raises(HpclabError, match="sacctmgr did not answer") as exc:
         local._register_cluster(lay)
