@@ -208,3 +208,21 @@ def test_a_drained_partition_on_a_site_cluster_is_reported_not_cancelled(monkeyp
     watch.next_check = 0.0
     assert watch.cancel_if_no_node_can_start([Pending()]) is False
     assert "n1 is drained (maintenance)" in capsys.readouterr().err
+
+
+def test_repetitions_are_submitted_round_by_round_across_specs():
+    """Are jobs submitted every spec's first repetition first, then every second, ...?"""
+    assert experiment.submission_order([2, 3, 1]) == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (1, 3)]
+    assert experiment.submission_order([1]) == [(0, 1)] and experiment.submission_order([]) == []
+
+
+def test_two_specs_alternate_in_slurm_and_come_back_grouped(runs_root):
+    """Two specs of two repetitions each: do their jobs alternate in Slurm (job ids A B A B), while
+    run() still returns them grouped by spec, as listed?"""
+    need("stream")
+    a = make_spec({**SMALL["stream"], "label": "a", "repetitions": 2})
+    b = make_spec({**SMALL["stream"], "args": {"size": 300000, "reps": 3}, "label": "b", "repetitions": 2})
+    runs = experiment.run([a, b], progress=False, timeout=300)
+    assert [r.spec.label for r in runs] == ["a", "a", "b", "b"]
+    ids = [int(r.job_id) for r in runs]
+    assert ids[0] < ids[2] < ids[1] < ids[3], ids

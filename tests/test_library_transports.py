@@ -53,19 +53,25 @@ def test_overlapping_runs_are_called_within_the_noise():
     assert sentence.count("within the noise") == 2
 
 
-def test_the_same_path_apart_beyond_the_spread_is_called_a_gap_between_jobs():
+def test_the_same_path_apart_beyond_the_spread_gets_the_odds_of_chance_and_how_the_runs_ran():
     """Does an explicit selection of the default's own path, measured apart from the default, get
-    the odds of such a gap instead of a lesson about transports, and only then?"""
+    the odds of such a gap by chance (and what they point at) instead of a lesson about transports,
+    and only then?"""
     lib = mpi_libraries.get("openmpi-5.0.11")
     sel = next(t for t in lib.transports if t.disables.startswith("nothing"))
     label = lt.transport_label(lib.name, sel.label)
     said = pd.DataFrame({"carried by (as it said)": ["sm", "sm"]}, index=[lib.name, label])
-    apart = _table({lib.name: [(0.227, 380.0), (0.232, 390.0), (0.234, 385.0)],
+    three = _table({lib.name: [(0.227, 380.0), (0.232, 390.0), (0.234, 385.0)],
                     label: [(0.235, 383.0), (0.244, 395.0), (0.288, 381.0)]})
-    [sentence] = lt.library_transport_sentences(apart, said)
-    assert "beyond the spread" in sentence and "Both reported the same path (sm). If the selection changed nothing else" in sentence
+    [sentence] = lt.library_transport_sentences(three, said, alternated=False)
+    assert "beyond the spread" in sentence and "Both reported the same path (sm)" in sentence
     assert "ran as separate batches" in sentence
-    assert "fail to overlap 10.0% of the time (2 of the 20 equally likely orderings)" in sentence
+    assert "fail to overlap 10.0% of the time (2 of the 20 equally likely orderings): chance alone" in sentence
+    five = _table({lib.name: [(0.20, 380.0), (0.201, 390.0), (0.202, 385.0), (0.203, 381.0), (0.204, 382.0)],
+                   label: [(0.21, 383.0), (0.211, 395.0), (0.212, 381.0), (0.213, 384.0), (0.214, 386.0)]})
+    [sentence] = lt.library_transport_sentences(five, said)
+    assert "their runs alternated in time" in sentence
+    assert "0.8% of the time (2 of the 252 equally likely orderings): a gap this clear points at something" in sentence
     close = _table({lib.name: [(0.2, 380.0), (0.25, 390.0), (0.21, 385.0)],
                     label: [(0.22, 383.0), (0.2, 395.0), (0.24, 381.0)]})
     [sentence] = lt.library_transport_sentences(close, said)

@@ -215,11 +215,13 @@ def transport_label(library: str, transport: str) -> str:
     return f"{library}: {transport}"
 
 
-def library_transport_sentences(table: "pd.DataFrame", libraries: "pd.DataFrame") -> list[str]:
+def library_transport_sentences(table: "pd.DataFrame", libraries: "pd.DataFrame", alternated: bool = True) -> list[str]:
     """For each library and each of its other transports in `table` (library_table of the default
     runs and library_transport_specs' runs): what it turned off, what the library said carried the
     messages, and the latency and bandwidth against the library's default, from the runs' spreads
-    (a loss named only beyond them: the seed's "performance disappears if disabling X")."""
+    (a loss named only beyond them: the seed's "performance disappears if disabling X").
+    alternated: the default's and the selections' runs went to Slurm in one experiment.run, so
+    their repetitions alternated in time (False: two separate batches)."""
     from hpclab.analysis import phrases
     from hpclab.analysis import transports as tr
     from hpclab.site import mpi_libraries
@@ -247,10 +249,13 @@ def library_transport_sentences(table: "pd.DataFrame", libraries: "pd.DataFrame"
                 # one path measured twice: a gap here is between jobs, and the rule's own odds say how often
                 n = min(min(x.a.n, x.b.n) for x in apart)
                 chance = phrases.chance_apart(n, n)
-                text += (f" Both reported the same path ({after}). If the selection changed nothing else, the gap "
-                         "lies between the jobs: the default's runs and these ran as separate batches, so a drift of "
-                         f"the machine between them shows here; by chance alone, the ranges of {n} runs a side of one "
-                         f"distribution fail to overlap {chance:.1%} of the time (2 of the {round(2 / chance)} equally "
-                         "likely orderings).")
+                when = ("their runs alternated in time, so a drift of the machine fell on both" if alternated else
+                        "the default's runs and these ran as separate batches, so a drift of the machine between "
+                        "them shows here")
+                verdict = ("a gap this clear points at something the selection changed besides the path it reports"
+                           if chance <= 0.05 else "chance alone explains such a gap often enough")
+                text += (f" Both reported the same path ({after}), and {when}. By chance alone, the ranges of {n} "
+                         f"runs a side of one distribution fail to overlap {chance:.1%} of the time (2 of the "
+                         f"{round(2 / chance)} equally likely orderings): {verdict}.")
             out.append(text)
     return out

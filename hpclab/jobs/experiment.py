@@ -10,7 +10,8 @@ This is what notebooks call:
     df = hpclab.runs.folder.load("stream")       # or runs[0].table()
 
 Every spec is checked against its site before the first job is submitted, so a bad sweep
-submits nothing. A spec with repetitions R becomes R jobs (R run folders). Ctrl-C while waiting
+submits nothing. A spec with repetitions R becomes R jobs (R run folders), submitted round by round
+across the specs (submission_order) so that repetitions of different specs alternate. Ctrl-C while waiting
 cancels the jobs still queued or running (scancel) and marks their folders cancelled.
 """
 
@@ -166,6 +167,15 @@ def validate(specs: list[Spec]) -> list[tuple[Spec, site_mod.Site]]:
     return out
 
 
+def submission_order(repetitions: list[int]) -> list[tuple[int, int]]:
+    """(spec index, repetition) in the order jobs are submitted: round by round, every spec's first
+    repetition, then every spec's second, and so on. The jobs of a comparison then alternate in
+    time (A B A B, as farm-bench pairs its runs), so a drift of the machine during the experiment
+    falls on every side alike instead of on whichever spec ran last."""
+    rounds = max(repetitions, default=0)
+    return [(i, rep) for rep in range(1, rounds + 1) for i, n in enumerate(repetitions) if rep <= n]
+
+
 def run(specs: Spec | dict | list, wait: bool = True, progress: bool = True,
         timeout: float | None = None, root: Path | None = None) -> list[Run]:
     """Validate, prepare and submit specs; by default wait for them.
@@ -182,15 +192,16 @@ def run(specs: Spec | dict | list, wait: bool = True, progress: bool = True,
     if not specs_v:
         raise HpclabError("no specs to run", "pass a Spec or a list of Specs")
     checked = validate(specs_v)
-    runs: list[Run] = []
+    submitted: dict[tuple[int, int], Run] = {}
     try:
-        for sp, st in checked:
-            for rep in range(1, sp.repetitions + 1):
-                runs.append(submit(prepare(sp, st, rep, root=root)))
+        for i, rep in submission_order([sp.repetitions for sp, _ in checked]):
+            sp, st = checked[i]
+            submitted[(i, rep)] = submit(prepare(sp, st, rep, root=root))
     except KeyboardInterrupt:
-        cancel(runs, reason="interrupted (Ctrl-C) while submitting")
-        raise HpclabError(f"interrupted: cancelled the {len(runs)} job(s) already submitted",
+        cancel(list(submitted.values()), reason="interrupted (Ctrl-C) while submitting")
+        raise HpclabError(f"interrupted: cancelled the {len(submitted)} job(s) already submitted",
                           "their run folders are kept, marked cancelled") from None
+    runs = [submitted[key] for key in sorted(submitted)]  # grouped by spec, as listed
     if wait:
         wait_for(runs, timeout=timeout, progress=progress)
     return runs
