@@ -148,3 +148,12 @@ def test_specs_of_several_libraries_are_checked_each_against_its_own_components(
     if len({s.mpi for s in specs}) < 2:
         pytest.skip("needs two Open MPI libraries installed (make mpi-libraries)")
     assert [sp for sp, _ in experiment.validate(specs)] == specs
+
+
+def test_one_experiments_runs_split_back_into_defaults_and_other_transports():
+    from types import SimpleNamespace as NS
+
+    defaults = [NS(label="a"), NS(label="b")]
+    runs = [NS(spec=NS(label=x)) for x in ("a", "a", "b", "b", "a: tcp", "a: tcp")]
+    lib, sel = lt.split_library_runs(runs, defaults)
+    assert [r.spec.label for r in lib] == ["a", "a", "b", "b"] and [r.spec.label for r in sel] == ["a: tcp"] * 2

@@ -150,6 +150,13 @@ def library_specs(max_bytes: int = 4 << 20, repetitions: int = 3,
     return out, skipped
 
 
+def split_library_runs(runs, default_specs) -> tuple[list, list]:
+    """Runs of one experiment of library_specs + library_transport_specs (submitted together so
+    that their repetitions alternate) split back into (the defaults' runs, the other transports')."""
+    defaults = {s.label for s in default_specs}
+    return [r for r in runs if r.spec.label in defaults], [r for r in runs if r.spec.label not in defaults]
+
+
 def library_table(runs) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     """From completed runs of library_specs (and library_transport_specs): (the pingpong rows of
     every run, labelled; one row per label with the version MPI_Get_library_version gave, what the library said
