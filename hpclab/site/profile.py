@@ -77,6 +77,9 @@ class Site:
     env: dict = field(default_factory=dict)
     modulepath: tuple[str, ...] = ()  # folders `module use`d before the modules load (site/modules.py)
     mpi_libraries: tuple[SiteMpi, ...] = ()  # what a spec's mpi: may name (hpclab.site.mpi_libraries)
+    # the interface TCP should use, by place ("on_node", "between_nodes"); a place not named is
+    # left to the library (each library's record says how it is told: tcp_pin)
+    tcp_interfaces: dict = field(default_factory=dict)
     source: Path | None = None
 
     def partition_names(self) -> list[str]:
@@ -84,6 +87,11 @@ class Site:
 
     def mpi_names(self) -> list[str]:
         return [m.name for m in self.mpi_libraries]
+
+    def tcp_interface(self, nodes: int) -> str | None:
+        """The interface TCP should use for a job on `nodes` nodes: tcp_interfaces' on_node for
+        one node, between_nodes for more; None when the profile leaves it to the library."""
+        return self.tcp_interfaces.get("on_node" if nodes == 1 else "between_nodes")
 
     def mpi(self, name: str) -> SiteMpi | None:
         """The site's entry for MPI library `name`, or None when the site does not offer it."""
@@ -176,6 +184,7 @@ def load_site(name_or_path: str | os.PathLike | None = None) -> Site:
         env=dict(data.get("env", {})),
         modulepath=tuple(data.get("modulepath", [])),
         mpi_libraries=tuple(SiteMpi(**m) for m in data.get("mpi_libraries", [])),
+        tcp_interfaces=dict(data.get("tcp_interfaces", {})),
         source=path,
     )
 

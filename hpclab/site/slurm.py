@@ -270,7 +270,8 @@ def drained_partition(job_id: str) -> dict[str, str]:
 
 
 SACCT_FIELDS = ["JobIDRaw", "JobName", "State", "ExitCode", "Reason", "Elapsed", "Start", "End",
-                "NodeList", "NNodes", "NTasks", "AllocCPUS", "Partition", "Timelimit", "ReqMem", "MaxRSS"]
+                "NodeList", "NNodes", "NTasks", "AllocCPUS", "Partition", "Timelimit", "ReqMem", "MaxRSS",
+                "TotalCPU", "UserCPU"]  # each step's CPU time and its user part: the job's own in its noise watch
 
 
 def mem_mb(text: str) -> float | None:

@@ -24,6 +24,8 @@ set -uo pipefail
 export OMPI_ALLOW_RUN_AS_ROOT=1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl_tcp_disable_family=6
+export OMPI_MCA_btl_tcp_if_include=lo
 export OMP_NUM_THREADS=2
 export OMP_PLACES=cores
 export OMP_PROC_BIND=close
@@ -37,8 +39,18 @@ cd "$OUT_DIR" || exit 1
 
 # provenance: where the job ran, the hardware of each node, the environment, the versions
 scontrol show hostnames "$SLURM_JOB_NODELIST" > provenance/nodes.txt
-srun --mpi=none --ntasks-per-node=1 --ntasks="$SLURM_JOB_NUM_NODES" --cpu-bind=none \
-    bash -c 'lstopo --of xml > "provenance/lstopo-${SLURMD_NODENAME:-$(hostname)}.xml"'
+# (the kernel each node runs on, boot-id-<node>.txt, tells virtual nodes of one machine apart);
+# on one node the batch script is there already (a job step would cost about 0.1 s a job)
+hpclab_node() {
+  n=${SLURMD_NODENAME:-$(hostname)}; lstopo --of xml > "provenance/lstopo-$n.xml"
+  cat /proc/sys/kernel/random/boot_id > "provenance/boot-id-$n.txt"
+}
+if [[ ${SLURM_JOB_NUM_NODES:-1} == 1 ]]; then
+  hpclab_node
+else
+  srun --mpi=none --ntasks-per-node=1 --ntasks="$SLURM_JOB_NUM_NODES" --cpu-bind=none \
+      bash -c "$(declare -f hpclab_node); hpclab_node"
+fi
 env | grep -E '^(OMP|SLURM|OMPI)_' | sort > provenance/env.txt
 {
   echo "srun: $(srun --version)"
@@ -47,11 +59,38 @@ env | grep -E '^(OMP|SLURM|OMPI)_' | sort > provenance/env.txt
   echo "uname: $(uname -srvm)"
 } > provenance/versions.txt 2>&1
 
+# what each network interface of this node sends during the run names the one that carried it
+cat /proc/net/dev > provenance/net-before.txt 2>/dev/null
+# what else used this node during the run (hpclab.runs.parse.noise): the other jobs Slurm runs
+# here, the job's own CPU time (its cgroup where that counts CPU; this shell and the programs it
+# waited for; each step's, from the accounting record hpclab keeps when the job ends) and the
+# node's (/proc/stat), read
+# last before the run and first after it, so that taking them is left out
+job_cpu() {
+  local _ ctl path
+  while IFS=: read -r _ ctl path; do
+    path=${path%%/step_*}; [[ $path == */job_* ]] || continue
+    [[ ,$ctl, == *,cpuacct,* ]] && echo "cgroup_ns $(cat "/sys/fs/cgroup/cpuacct$path/cpuacct.usage")"
+    [[ -z $ctl ]] && echo "cgroup_usec $(sed -n 's/^usage_usec //p' "/sys/fs/cgroup$path/cpu.stat")"
+  done < /proc/self/cgroup
+}
+{
+  echo "node ${SLURMD_NODENAME:-$(hostname)}"
+  echo "jobs $(squeue -h -w "${SLURMD_NODENAME:-$(hostname)}" -t R -o %i | tr '\n' ' ')"
+  job_cpu; times
+  echo "clock ${EPOCHREALTIME:-$(date +%s.%N)}"; grep '^cpu' /proc/stat
+} > provenance/noise-before.txt 2>/dev/null
 
 # run
 srun --mpi=pmix --cpus-per-task=1 --cpu-bind=verbose,cores --distribution=block:block \
     /hpclab/build/bin/stream --size 2000000 --reps 10 --json "$OUT_DIR"/result.json
 status=$?
+cat /proc/net/dev > provenance/net-after.txt 2>/dev/null
+{
+  grep '^cpu' /proc/stat; echo "clock ${EPOCHREALTIME:-$(date +%s.%N)}"
+  times; job_cpu
+  echo "jobs $(squeue -h -w "${SLURMD_NODENAME:-$(hostname)}" -t R -o %i | tr '\n' ' ')"
+} > provenance/noise-after.txt 2>/dev/null
 
 # binding report: what srun said about each rank's CPUs (it writes to stderr)
 grep -E 'cpu-bind' "$RUN_DIR/stderr" > provenance/binding.txt || true
