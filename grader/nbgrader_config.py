@@ -17,8 +17,11 @@ c.ExecutePreprocessor.kernel_name = "hpclab-grader"
 # The boundary (grader/README.md, "The sandbox"). Cells run through hpclab's Execute: the kernel
 # in a bubblewrap sandbox as the user hpclab-grader, graded test cells not run in the kernel but
 # checked by the grader in a process of its own on the answers the kernel reports.
+# A code lab's C files are built and run first, each in a sandbox of its own, and the report
+# written into the submission as collected, where its test cells read it (hpclab.grading.codelab).
 c.Autograde.autograde_preprocessors = [
-    "hpclab.grading.answers.SandboxExecute",             # in place of nbgrader's Execute
+    "hpclab.grading.codelab.BuildAndRun",                # code labs only; others pass through
+    "hpclab.grading.preprocessors.SandboxExecute",      # in place of nbgrader's Execute
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
@@ -26,6 +29,9 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
+# Code labs are graded under every installed MPI library; a room short of time can name the
+# system's alone (about half the build and run time; bench/codelabs.py measures both):
+# c.BuildAndRun.libraries = ["openmpi-system"]
 # The sandbox has no network: nbgrader talks to the kernel over Unix sockets.
 c.KernelManager.transport = "ipc"
 
@@ -55,7 +61,7 @@ c.FileNameCollectorPlugin.named_regexp = r".*/extracted/(?P<student_id>[A-Za-z0-
 # traces (.mpit) and a few others; a file type missing here is dropped at collection and the run then fails
 # labdata.verify ("... was removed after packing")
 c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".json", ".txt", ".xml", ".sh", ".yaml", ".mpit",
-                                         ".csv", ".log", ".out", ".data", ""]
+                                         ".csv", ".log", ".out", ".data", ".c", ""]   # .c: a code lab's file
 
 c.CourseDirectory.max_file_size = 20000   # kB per file copied into a submission (run data included)
 

@@ -22,6 +22,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
@@ -81,6 +82,19 @@ def _hand_over(lay, user: str, lab_dir: Path, nb, runs: dict | None) -> None:
         os.lchown(p, uid, gid)
 
 
+def _after_submission_time(submission: Path, limit: float = 5.0) -> None:
+    """Return once the clock is past the time nbgrader recorded for `submission` (its timestamp.txt,
+    e.g. '2026-11-26 12:44:03.123456 UTC'), so that a submission made now is the newer one."""
+    from nbgrader.utils import parse_utc
+
+    stamp = (submission / "timestamp.txt").read_text().strip()
+    then = parse_utc(stamp)   # naive UTC
+    end = time.monotonic() + limit
+    while datetime.now(timezone.utc).replace(tzinfo=None) <= then:
+        assert time.monotonic() < end, f"the clock did not pass the submission time {stamp} within {limit:g} s"
+        time.sleep(0.01)
+
+
 @pytest.fixture(scope="module")
 def room(cluster, request):
     """The classroom (the session's, or the one already up) with nbgrader prepared."""
@@ -128,7 +142,7 @@ def round_(room, runs):
     forged_dir = folder2 / "forged"
     lab2f = grading_room.fetch(lay, "student02", LAB, forged_dir)
     before = set(os.listdir(inbound))
-    time.sleep(1.1)   # a later submission time than student01's
+    _after_submission_time(out["submission1"])   # the forged one must be the newer under student01's name
     grading_room.submit(lay, "student02", LAB, forged_dir, as_student="student01")
     out["forged_name"] = (set(os.listdir(inbound)) - before).pop()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from hpclab.course import lessons
 from hpclab.grading import answers, pipeline, sandbox
 from hpclab.core.errors import HpclabError
 from hpclab.core import paths
@@ -281,8 +283,27 @@ def test_old_course_config_is_refused(tmp_path):
     """Does a course whose nbgrader_config.py predates the sandbox get a clear error?"""
     course = pipeline.init_course(tmp_path / "course", ["lab-transports"])
     (course / "nbgrader_config.py").write_text("c = get_config()\n")
-    with pytest.raises(HpclabError, match="does not run cells through hpclab.grading.answers.SandboxExecute"):
+    with pytest.raises(HpclabError, match=f"does not run cells through {re.escape(pipeline.SANDBOX_EXECUTE)}"):
         pipeline.autograde(course, "lab-transports")
+
+
+def test_the_config_names_the_preprocessor_nbgrader_can_import():
+    """Does the dotted path the course's nbgrader_config.py must name lead nbgrader (traitlets'
+    import_item) to a subclass of its Execute, and does grader/nbgrader_config.py name it?"""
+    from nbgrader.preprocessors import Execute
+    from traitlets.utils.importstring import import_item
+
+    assert issubclass(import_item(pipeline.SANDBOX_EXECUTE), Execute)
+    assert f'"{pipeline.SANDBOX_EXECUTE}"' in (pipeline._grader_dir() / "nbgrader_config.py").read_text()
+
+
+def test_a_kernel_imports_the_answers_without_nbgrader():
+    """Does importing hpclab.grading.answers, as every probe in a student's kernel and the
+    grader's check do, leave nbgrader, nbconvert and nbclient unimported (seconds saved)?"""
+    code = ("import sys, hpclab.grading.answers\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'nbgrader', 'nbconvert', 'nbclient'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_why_not_names_the_fix(monkeypatch):
@@ -378,9 +399,10 @@ def test_every_test_cell_reads_only_answers_the_solution_defines(lab):
                     assigned.add(node.id)
     tests = [c for c in nb.cells if answers.test_cell(c)]
     assert tests
+    code_lab = lab in lessons.code_labs()   # its C file's cells read the grader's report, no answer
     for cell in tests:
         names = answers.free_names(cell.source)
-        assert names and set(names) <= assigned, (cell.metadata["nbgrader"]["grade_id"], names)
+        assert (names or code_lab) and set(names) <= assigned, (cell.metadata["nbgrader"]["grade_id"], names)
 
 
 @root_only

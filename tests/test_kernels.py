@@ -30,6 +30,7 @@ SMALL = {
     "pingpong": ["--max-bytes", "1024", "--reps", "50"],
     "stream": ["--size", "20000", "--reps", "3"],
     "poisson": ["--n", "24", "--iters", "20"],
+    "collectives": ["--sizes", "8,1024", "--reps", "5"],
 }
 RESULT_KEYS = {
     "pingpong": ("transport", "pairs", "check_payload", "rows"),
@@ -37,6 +38,7 @@ RESULT_KEYS = {
                "aggregate"),
     "poisson": ("n", "grid", "exchange", "iterations", "residual_history", "final_residual",
                 "error_max", "wall_time", "lattice_updates_per_sec", "per_rank"),
+    "collectives": ("ops", "sizes", "orders", "variants", "gate", "rows"),
 }
 
 pytestmark = pytest.mark.skipif(not shutil.which("mpicc") or not shutil.which("mpirun"),

@@ -12,9 +12,7 @@ See grader/README.md.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 from hpclab.core.errors import HpclabError
 from hpclab.grading import commands
@@ -36,14 +34,7 @@ def sandbox_kernel(connection_file: str) -> None:
 def _reference(lab: str, lab_dir: str) -> int:
     from hpclab.grading import references   # the reference analysis: only when asked
 
-    try:
-        if lab not in references.REFERENCES:
-            raise HpclabError(f"no reference analysis for {lab!r}", f"labs: {', '.join(references.REFERENCES)}")
-        print(json.dumps(references.REFERENCES[lab](Path(lab_dir))))
-    except HpclabError as exc:
-        print(f"ERROR: {exc.one_line()}", file=sys.stderr)
-        return 2
-    return 0
+    return references.main([lab, lab_dir])
 
 
 def main(argv: list[str] | None = None) -> int:

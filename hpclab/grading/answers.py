@@ -9,6 +9,9 @@ submission as it was collected (`submitted/<student>/<lab>/`), and writes the ou
 cell's outputs; nbgrader's own grading (an error scores 0, otherwise full points), feedback and
 gradebook then follow as usual. Whatever the notebook patches in its kernel (builtins, math,
 numpy, hpclab) or returns (an object equal to everything) changes nothing but its own answers.
+
+Inside nbgrader, hpclab.grading.preprocessors.SandboxExecute does this with the functions below;
+this module, imported by every student's kernel and by the grader's check, does without nbgrader.
 """
 
 from __future__ import annotations
@@ -173,97 +176,6 @@ def apply(cell, result: dict) -> None:
     cell.execution_count = None
 
 
-# --- the nbgrader preprocessor ----------------------------------------------------------------------
-
-def _execute_class():
-    from nbclient.exceptions import DeadKernelError
-    from nbformat.v4 import new_code_cell, new_output
-    from nbgrader.coursedir import CourseDirectory
-    from nbgrader.preprocessors import Execute
-    from traitlets import Bool, Integer
-
-    defaults = sandbox.Limits()
-
-    class SandboxExecute(Execute):
-        """nbgrader's Execute, with the kernel in hpclab's sandbox and test cells checked
-        outside it (see hpclab.grading.answers)."""
-
-        memory_mb = Integer(defaults.memory_mb, help="memory of a submission's sandbox (MiB)").tag(config=True)
-        cpu_seconds = Integer(defaults.cpu_seconds, help="CPU seconds per process").tag(config=True)
-        processes = Integer(defaults.processes, help="tasks of the sandbox user (RLIMIT_NPROC)").tag(config=True)
-        file_size_mb = Integer(defaults.file_size_mb, help="largest file written (MiB)").tag(config=True)
-        open_files = Integer(defaults.open_files, help="open files per process").tag(config=True)
-        wall_seconds = Integer(defaults.wall_seconds, help="wall-clock bound per submission (s)").tag(config=True)
-        scratch_mb = Integer(defaults.scratch_mb, help="tmpfs HOME/TMPDIR (MiB)").tag(config=True)
-        unconfined = Bool(False, help="run the kernel without a sandbox (the instructor's own "
-                                      "notebooks only)").tag(config=True)
-
-        def limits(self) -> "sandbox.Limits":
-            return sandbox.Limits(**{f: getattr(self, f) for f in
-                                     (x.name for x in __import__("dataclasses").fields(sandbox.Limits))})
-
-        def preprocess(self, nb, resources, km=None):
-            os.environ[sandbox.ENV] = self.limits().to_env(self.unconfined)
-            self._answers, self._dead = {}, None
-            nb, resources = super().preprocess(nb, resources, km=km)
-            tests = [c for c in nb.cells if test_cell(c)]
-            if tests:
-                results = self._check(tests, resources)
-                for cell in tests:
-                    apply(cell, results[cell.metadata["nbgrader"]["grade_id"]])
-            return nb, resources
-
-        def preprocess_cell(self, cell, resources, index):
-            self._check_assign_resources(resources)
-            if self._dead and cell.cell_type == "code":
-                if not test_cell(cell):
-                    cell.outputs = [new_output("error", ename="KernelDied", evalue=self._dead,
-                                               traceback=[f"not run: {self._dead}"])]
-                return cell, self.resources
-            if test_cell(cell):
-                # not run in the kernel: only the values of the names it reads are asked for
-                gid = cell.metadata["nbgrader"]["grade_id"]
-                try:
-                    names = free_names(cell.source)
-                except SyntaxError:
-                    names = []
-                probe = new_code_cell(probe_code(names))
-                try:
-                    self.execute_cell(probe, index, store_history=False)
-                except DeadKernelError:
-                    self._dead = "the kernel died (a resource limit of the sandbox?)"
-                self.nb.cells[index] = cell      # nbclient stores the cell it ran at its index
-                self._answers[gid] = read_record(probe.outputs)
-                cell.outputs = []
-                return cell, self.resources
-            try:
-                cell = self.execute_cell(cell, index, store_history=True)
-            except DeadKernelError:
-                self._dead = "the kernel died (a resource limit of the sandbox?)"
-                cell.outputs.append(new_output("error", ename="KernelDied", evalue=self._dead,
-                                               traceback=[f"KernelDied: {self._dead}"]))
-            return cell, self.resources
-
-        def _submission(self, resources) -> Path:
-            nbg = resources.get("nbgrader", {})
-            coursedir = CourseDirectory(config=self.config)
-            path = Path(coursedir.format_path(coursedir.submitted_directory, nbg.get("student", "."),
-                                              nbg.get("assignment", "."))).resolve()
-            if not path.is_dir():
-                path = Path(resources.get("metadata", {}).get("path") or ".").resolve()
-            return path
-
-        def _check(self, tests, resources) -> dict:
-            lab_dir = self._submission(resources)
-            cells = [dict(self._answers.get(c.metadata["nbgrader"]["grade_id"],
-                                            {"values": {}, "skipped": {}, "problem": "the cell was not reached"}),
-                          id=c.metadata["nbgrader"]["grade_id"], source=c.source) for c in tests]
-            results = check(cells, lab_dir, self.limits(), self.unconfined)
-            return {r["id"]: r for r in results}
-
-    return SandboxExecute
-
-
 def check(cells: list[dict], lab_dir: Path, limits, unconfined: bool = False) -> list[dict]:
     """Run `check_cells` in a fresh Python process: in a sandbox that sees the submission
     read-only (or, unconfined, directly in lab_dir). Raises RuntimeError when the check itself
@@ -288,12 +200,3 @@ def check(cells: list[dict], lab_dir: Path, limits, unconfined: bool = False) ->
                            + "\n".join(proc.stderr.strip().splitlines()[-8:]))
     return json.loads(proc.stdout)
 
-
-def __getattr__(name):
-    # nbgrader imports the preprocessor by name from nbgrader_config.py; nbgrader itself is only
-    # imported then (a student's kernel imports this module without it)
-    if name == "SandboxExecute":
-        cls = _execute_class()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)

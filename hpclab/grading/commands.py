@@ -3,16 +3,35 @@
 (hpclab/grading/__main__.py). A class of zip files: init, release, collect, autograde, feedback,
 export; demo grades the simulated class. See grader/README.md.
 
-The steps' modules are imported when a step runs: `hpclab --help` starts without nbgrader.
+The steps' modules are imported when a step runs: `hpclab --help` starts without nbgrader. The
+labs a step takes are the lesson registry's (hpclab.course.lessons), read when help is shown.
 """
 
 from __future__ import annotations
 
 import argparse
 
-LABS_HELP = "the lab (lab-transports, lab-scaling, lab-imbalance, lab-placement, lab-pop)"
 COURSE_HELP = "the course folder (made by init)"
 STEPS = ("init", "release", "collect", "autograde", "feedback", "export", "names", "demo")
+
+
+class LabArgument(argparse.Action):
+    """A step's LAB argument, stored as given. Its help lists the labs of the lesson registry,
+    read only when help is shown: finding the lessons imports them (pandas, the analysis), which
+    every start of `hpclab` would otherwise pay."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+
+    @property
+    def help(self) -> str:
+        from hpclab.course import lessons   # costly: only when help is shown
+
+        return f"the lab ({', '.join(lessons.labs())})"
+
+    @help.setter
+    def help(self, _text) -> None:
+        pass   # argparse sets a help in __init__; this one is always the registry's
 
 
 def add_steps(subparsers) -> None:
@@ -23,14 +42,14 @@ def add_steps(subparsers) -> None:
     i.add_argument("labs", nargs="*", metavar="LAB", help="labs to add (default: every lab with a grading pipeline)")
     q = subparsers.add_parser("release", help="generate the student version of a lab (release/LAB/)")
     q.add_argument("course", help=COURSE_HELP)
-    q.add_argument("lab", help=LABS_HELP)
+    q.add_argument("lab", action=LabArgument)
     c = subparsers.add_parser("collect", help="collect STUDENT-ID.zip files (an LMS's download)")
     c.add_argument("course", help=COURSE_HELP)
-    c.add_argument("lab", help=LABS_HELP)
+    c.add_argument("lab", action=LabArgument)
     c.add_argument("downloads", help="folder of STUDENT-ID.zip files, each holding the lab folder's content")
     a = subparsers.add_parser("autograde", help="execute and grade every collected submission in the sandbox")
     a.add_argument("course", help=COURSE_HELP)
-    a.add_argument("lab", help=LABS_HELP)
+    a.add_argument("lab", action=LabArgument)
     a.add_argument("--timeout", type=int, help="seconds per cell (default: the course's Execute.timeout)")
     a.add_argument("--unconfined", action="store_true",
                    help="no sandbox: only for your own test notebooks, never students'")
@@ -38,7 +57,7 @@ def add_steps(subparsers) -> None:
                    help="submissions graded at once, each in its own sandbox (default: one per core; 1: one after another)")
     f = subparsers.add_parser("feedback", help="HTML feedback per student (feedback/STUDENT/LAB/)")
     f.add_argument("course", help=COURSE_HELP)
-    f.add_argument("lab", help=LABS_HELP)
+    f.add_argument("lab", action=LabArgument)
     e = subparsers.add_parser("export", help="every grade as CSV, one row per student and lab")
     e.add_argument("course", help=COURSE_HELP)
     e.add_argument("csv", help="the CSV to write (must not exist: grades are never overwritten)")

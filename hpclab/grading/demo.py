@@ -1,9 +1,11 @@
 """A simulated class graded end to end (`run_demo`, `grade_demo`): every student packs the same
-real pingpong runs of lab-transports and differs in what their notebook does: the solution,
-wrong answers, an infinite loop, an exception, 200 000 printed lines, edited tests, snooping,
+real pingpong runs of the transports lesson's lab (DEMO_LAB) and differs in what their notebook
+does: the solution, wrong answers, an infinite loop, an exception, 200 000 printed lines, edited tests, snooping,
 forged or missing data, and a hostile wing that tries one way out of the sandbox each (hostile/<kind>.py.in).
 Each student's expected lost cells are in EXPECTED_LOST; run_demo also checks from outside that
-nothing outside the submissions changed and that Slurm saw no job of theirs.
+nothing outside the submissions changed and that Slurm saw no job of theirs. `run_code_demo`
+does the same for a class of code submissions (CODE_DEMO_LAB): a right one, a hung one, one that
+does not compile and a hostile C program (hostile/code_swap.c.in).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from pathlib import Path
 
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
+from hpclab.course import lessons
 from hpclab.grading import labdata, pipeline, sandbox
 from hpclab.grading.pipeline import (autograde, cell_scores, collect, export, feedback, init_course,
                                      release, tampered_cells)
 from hpclab.runs import folder as runs_folder
 from hpclab.site.slurm import run_slurm
 
-DEMO_LAB = "lab-transports"
+DEMO_LAB = lessons.get("transports").lab
 DEMO_ROLES = {"shm": "self,vader", "tcp": "self,tcp", "unlabelled": "self,tcp"}
 EXPECTED_LOST = {
     "full": set(),                                   # the solution with real data: full marks
@@ -65,7 +68,7 @@ def attempt(kind: str) -> str:
 
 def demo_runs(root: str | Path | None = None) -> dict[str, Path]:
     """The real pingpong runs the demo class uses: {role: run folder}, the latest completed run
-    of experiment lab-transports per role under root (default runs/), made now on the local
+    of experiment DEMO_LAB per role under root (default runs/), made now on the local
     cluster through hpclab.jobs.experiment if missing."""
     root = Path(root or paths.runs_dir())
     found: dict[str, Path] = {}
@@ -201,7 +204,7 @@ def _guarded(course: Path, runs: dict[str, Path], runs_root: Path | None = None)
     out = {"course": course, "labs": pipeline._labs_dir(),
            **{f"package:{m}": pkg / f"{m}.py" for m in ("__init__", "grading/__init__", "grading/__main__",
                                                          "grading/pipeline", "grading/references",
-                                                         "grading/answers", "grading/sandbox")},
+                                                         "grading/answers", "grading/preprocessors", "grading/sandbox")},
            "cluster-etc": paths.state_dir() / "etc", "etc-slurm": Path("/etc/slurm"),
            "munge": paths.daemon_state_dir() / "munge" / "munge.key"}
     for i, run in enumerate(sorted(runs.values())):
@@ -393,11 +396,196 @@ def run_demo(course_dir: str | Path | None = None, students=None, timeout: int =
             "ok": ok, "untouched": untouched}
 
 
+# --- a class of code submissions ------------------------------------------------------------------
+
+CODE_DEMO_LAB = lessons.get("deadlock").lab
+# Each code student's notebook answers every question (the source's solution cells); their swap.c
+# differs: the reference, the given code left in (both ranks send first: it hangs at 1 MiB), one
+# that does not compile, and a hostile one that tries to get out of the sandbox, then swaps right.
+CODE_EXPECTED_LOST = {
+    "code-right": set(),
+    "code-hung": {"test-large", "test-safe"},
+    "code-broken": {"test-large", "test-safe"},
+    "code-hostile": set(),
+}
+# What each one's feedback must say (a regular expression on the feedback page's text).
+CODE_FEEDBACK = {
+    "code-hung": r"1 MiB, 2 ranks under [\w.-]+: FAILED \(measured no end after \d+ s.*?rank 0: in MPI_Send, "
+                 r"MPI_Send\(mine, count = 131072, .*? at swap\.c:\d+ in swap\(\).*?both ranks send first",
+    "code-broken": r"the file does not compile: .*swap\.c:\d+:\d+: error",
+}
+
+
+def _code_swap(kind: str, fill: dict) -> str:
+    """The swap.c of one code student."""
+    from hpclab.course import codelab as model
+    from hpclab.grading import codelab
+
+    right = model.reference_text(codelab.course_source(f"labs/{CODE_DEMO_LAB}/swap.c").read_text())
+    if kind == "code-right":
+        return right
+    if kind == "code-hung":
+        return codelab.starter_files(CODE_DEMO_LAB)["swap.c"]
+    if kind == "code-broken":   # a statement without its semicolon
+        return right.replace("MPI_STATUS_IGNORE);", "MPI_STATUS_IGNORE)", 1)
+    return _filled((ATTEMPTS_DIR / "code_swap.c.in").read_text(), fill)
+
+
+def _code_data(folder: Path) -> None:
+    """The deadlock lab's own measurements (data/sizes.json, data/libraries.json), made now as the
+    notebook makes them: the given swap() at growing sizes until it hangs, and at 1 MiB under
+    every installed library."""
+    from hpclab.grading import codelab
+
+    starter = codelab.starter_files(CODE_DEMO_LAB)
+    sizes = codelab.sweep(CODE_DEMO_LAB, [1024 * 2 ** k for k in range(11)], lambda n: ["--bytes", str(n), "--rounds", "1"],
+                          files=starter)
+    libs = [codelab.sweep(CODE_DEMO_LAB, [1 << 20], lambda n: ["--bytes", str(n), "--rounds", "1"], library=lib.name,
+                          files=starter)[0] for lib in codelab.libraries()]
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    (folder / "data" / "sizes.json").write_text(json.dumps(sizes, indent=1))
+    (folder / "data" / "libraries.json").write_text(json.dumps(libs, indent=1))
+
+
+def _page_text(html: Path) -> str:
+    import html as html_lib
+    import re
+
+    text = re.sub(r"<[^>]+>", " ", html.read_text()) if html.is_file() else ""
+    return " ".join(html_lib.unescape(text).split())
+
+
+def run_code_demo(course_dir: str | Path | None = None, students=None, timeout: int = 60,
+                  jobs: int | None = None) -> dict:
+    """A class of code submissions (CODE_DEMO_LAB) through init, release, zip collect, autograde,
+    feedback and export: the reference, a hung one, one that does not compile and a hostile one
+    (hostile/code_swap.c.in), each with the notebook's questions answered and the lab's own
+    measurements made now. Checked: each score and the cells that lost points, the words of each
+    failed one's feedback (CODE_FEEDBACK), the hostile program's own report (one ATTEMPT line in
+    its graded run's output) and, from outside, that none of the files it tried to write exist,
+    the sleeper it tried to kill lives, and Slurm saw no job of its name (when Slurm answers).
+
+    Returns {"course", "lines" (one per student, then autograde's time), "scores", "expected",
+    "cells", "feedback" {student: page text}, "hostile" ("" when blocked, else what got
+    through), "autograde_s", "ok"}."""
+    import time
+    import uuid
+
+    import nbformat
+
+    students = list(students or CODE_EXPECTED_LOST)
+    unknown = [s for s in students if s not in CODE_EXPECTED_LOST]
+    if unknown:
+        raise HpclabError(f"unknown code demo students {unknown}", f"choose from {list(CODE_EXPECTED_LOST)}")
+    lab = CODE_DEMO_LAB
+    course = Path(course_dir or paths.build_dir() / "grade-demo" / f"code-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    init_course(course, [lab])
+    release(course, lab)
+    nb_name = f"{lab}.ipynb"
+    source_nb = nbformat.read(course / "source" / lab / nb_name, as_version=4)
+    release_nb = nbformat.read(course / "release" / lab / nb_name, as_version=4)
+    points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+              for c in source_nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    total = sum(points.values())
+    work, downloads = course / "students", course / "lms-download"
+    downloads.mkdir(parents=True)
+    data = course / "measured"
+    _code_data(data)
+    sleeper = subprocess.Popen(["sleep", "3600"])
+    nonce = f"hpclab-hostile-{uuid.uuid4().hex[:8]}"
+    fill = {"NONCE": nonce, "SLEEPER": sleeper.pid, "COURSE": course, "REPO": paths.repo(),
+            "MUNGE_KEY": paths.daemon_state_dir() / "munge" / "munge.key"}
+    targets = [course / f"HOSTILE-{nonce}", paths.repo() / "labs" / f"HOSTILE-{nonce}",
+               paths.repo() / "hpclab" / f"HOSTILE_{nonce}.py", Path(f"/var/tmp/HOSTILE-{nonce}"),
+               Path(f"/etc/HOSTILE-{nonce}"), Path(f"/dev/shm/HOSTILE-{nonce}")]
+    try:
+        for kind in students:
+            with zipfile.ZipFile(downloads / f"{kind}.zip", "w") as z:
+                z.writestr(nb_name, nbformat.writes(answered(release_nb, source_nb)))
+                z.writestr("swap.c", _code_swap(kind, fill))
+                for p in sorted((data / "data").glob("*.json")):
+                    z.write(p, f"data/{p.name}")
+        collect(course, lab, downloads)
+        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
+        t0 = time.monotonic()
+        autograde(course, lab, timeout=timeout, jobs=jobs)
+        seconds = time.monotonic() - t0
+        hostile = {}
+        if "code-hostile" in students:
+            problems = []
+            rec = course / "submitted" / "code-hostile" / lab / ".codelab" / f"{lab}.json"
+            said = ""
+            if rec.is_file():
+                outs = [r["ranks"].get("0", {}).get("stdout", "") for r in json.loads(rec.read_text())["runs"]]
+                said = next((l for o in outs for l in o.splitlines() if l.startswith("ATTEMPT code:")), "")
+            if not said.startswith("ATTEMPT code: blocked"):
+                problems.append(said or "no ATTEMPT line in the graded runs' output")
+            problems += [f"wrote {t}" for t in targets if t.exists()]
+            if sleeper.poll() is not None:
+                problems.append("the sleeper outside the sandbox died")
+            try:
+                made = _slurm_jobs_named(nonce, since)
+            except HpclabError:
+                made = []   # no Slurm here to ask: the sandbox has no munge socket either way
+            if made:
+                problems.append(f"Slurm saw jobs: {made}")
+            hostile["code-hostile"] = "; ".join(problems) or said
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for t in targets:
+            if t.exists() and t.is_file():
+                t.unlink()
+    feedback(course, lab)
+    rows = export(course, course / "grades.csv")
+    scores = {r["student_id"]: (float(r["score"]), float(r["max_score"])) for r in rows if r["assignment"] == lab}
+    expected = {s: total - sum(points[g] for g in CODE_EXPECTED_LOST[s]) for s in students}
+    cells = cell_scores(course, lab)
+    pages = {s: _page_text(course / "feedback" / s / lab / f"{lab}.html") for s in students}
+    import re
+
+    lines, ok = [], True
+    for s in students:
+        got, mx = scores.get(s, (float("nan"), float("nan")))
+        lost = {g for g, (sc, m) in cells.get(s, {}).items() if sc < m}
+        said = CODE_FEEDBACK.get(s)
+        words = re.search(said, pages[s]) if said else None
+        blocked = s != "code-hostile" or hostile.get(s, "").startswith("ATTEMPT code: blocked")
+        good = got == expected[s] and mx == total and lost == CODE_EXPECTED_LOST[s] and (not said or words) and blocked
+        ok &= bool(good)
+        note = ""
+        if words:
+            text = words.group(0)
+            note = f"   feedback: {text[:90]} ... {text[-60:]}" if len(text) > 160 else f"   feedback: {text}"
+        elif said:
+            note = "   FEEDBACK MISSING its words"
+        if s == "code-hostile":
+            note = f"   {hostile.get(s) if blocked else 'GOT THROUGH: ' + hostile.get(s, '')}"
+        lines.append(f"{s:13s} {got:4g} / {mx:g}   expected {expected[s]:g}   {'ok' if good else 'WRONG'}   "
+                     f"lost: {', '.join(sorted(lost)) or '-'}{note}")
+    lines.append(f"autograde: {seconds:.1f} s for {len(students)} code submissions "
+                 f"({seconds / len(students):.1f} s each, built and run under {len(_libraries())} MPI libraries)")
+    return {"course": str(course), "lines": lines, "scores": scores, "expected": expected, "cells": cells,
+            "feedback": pages, "hostile": hostile, "autograde_s": seconds, "ok": ok}
+
+
+def _libraries() -> list:
+    from hpclab.grading import codelab
+
+    return codelab.libraries()
+
+
 def grade_demo() -> int:
-    """Grade a simulated class end to end and print one line per student (score / max, expected).
-    Returns 0 when every score is the expected one, 1 otherwise (HpclabError: 2 via the CLI)."""
+    """Grade a simulated class end to end and print one line per student (score / max, expected),
+    then a class of code submissions (run_code_demo). Returns 0 when every score is the expected
+    one, 1 otherwise (HpclabError: 2 via the CLI)."""
     result = run_demo()
     for line in result["lines"]:
         print(line)
     print(f"course folder: {result['course']}; grades: {result['csv']}")
-    return 0 if result["ok"] else 1
+    code = run_code_demo()
+    print(f"code submissions ({CODE_DEMO_LAB}):")
+    for line in code["lines"]:
+        print(line)
+    print(f"course folder: {code['course']}")
+    return 0 if result["ok"] and code["ok"] else 1

@@ -11,6 +11,9 @@ match, result.json follows the kernel contract and validates, spec.json, status.
 accounting record (provenance/sacct.json) and the node list agree with each other and with the
 hosts and rank count the kernel itself reported, and for pingpong the transport asked for in the
 spec is the one the kernel saw requested.
+
+`Packed` hands a lab's verified runs, by role, to its lesson's reference answers
+(hpclab.grading.references).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from hpclab.core.errors import HpclabError
@@ -266,3 +270,32 @@ def verify(lab_dir: str | Path = ".") -> dict[str, str]:
         raise HpclabError("packed run data are not a real run's: " + "; ".join(problems),
                           "pack unmodified run folders from runs/ (labdata.pack)")
     return roles(lab_dir)
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A lab folder's packed runs after `verify`, taken by role: what a lesson's reference
+    function reads (hpclab.course.lessons: `reference(packed)`), so that the lessons, below the
+    grading floor, never open a lab folder themselves. folder: the lab folder; roles: {role: run
+    id} of every packed run, all of them checked."""
+
+    folder: Path
+    roles: dict[str, str]
+
+    @classmethod
+    def verified(cls, lab_dir: str | Path = ".") -> "Packed":
+        """The packed runs of `lab_dir`, each checked (`verify`: raises HpclabError listing every
+        problem, or when nothing is packed)."""
+        return cls(Path(lab_dir), verify(lab_dir))
+
+    def table(self, role: str):
+        """The tidy table of the run playing `role` (module function `table`)."""
+        return table(role, self.folder)
+
+    def runs(self, role_names) -> list:
+        """The runs playing `role_names`, in that order, as Run objects (module function `runs`)."""
+        return runs(role_names, self.folder)
+
+    def run_dir(self, role: str) -> Path:
+        """The folder of the run playing `role` (module function `run_dir`)."""
+        return run_dir(role, self.folder)

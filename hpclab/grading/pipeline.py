@@ -27,11 +27,12 @@ from pathlib import Path
 
 from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
-from hpclab.grading import sandbox
+from hpclab.course import lessons
+from hpclab.grading import codelab, sandbox
 
-LABS = ("lab-transports", "lab-scaling", "lab-imbalance", "lab-placement", "lab-pop")   # labs with a grading pipeline (reference answers)
+LABS = lessons.labs()   # the labs with a grading pipeline, in course order: each lesson's lab (its reference answers)
 KERNEL_NAME = "hpclab-grader"
-SANDBOX_EXECUTE = "hpclab.grading.answers.SandboxExecute"   # nbgrader_config.py runs cells through it
+SANDBOX_EXECUTE = "hpclab.grading.preprocessors.SandboxExecute"   # nbgrader_config.py runs cells through it
 
 
 def _grader_dir() -> Path:
@@ -76,7 +77,8 @@ def _sh(course: Path, *args: str, timeout: float = 1800) -> commands.Completed:
 
 def init_course(course_dir: str | Path, labs=LABS) -> Path:
     """Make a course folder: nbgrader_config.py from grader/, source/<lab>/ from labs/<lab>/
-    (notebooks only: each student brings their own data/), and the sandbox kernel spec.
+    (notebooks only: each student brings their own data/; a code lab's C files as released,
+    without the solution), and the sandbox kernel spec.
 
     course_dir: new or empty folder. labs: lab names under labs/. Returns the folder.
     Raises HpclabError when the folder already holds a course or a lab does not exist."""
@@ -88,14 +90,34 @@ def init_course(course_dir: str | Path, labs=LABS) -> Path:
             raise HpclabError(f"no lab {lab!r} in {_labs_dir()}", f"labs: {', '.join(LABS)}")
     course.mkdir(parents=True, exist_ok=True)
     shutil.copy(_grader_dir() / "nbgrader_config.py", course / "nbgrader_config.py")
-    for lab in labs:
-        dest = course / "source" / lab
-        dest.mkdir(parents=True)
-        for nb in sorted((_labs_dir() / lab).glob("*.ipynb")):
-            shutil.copy(nb, dest / nb.name)
+    add_labs(course, labs)
     _install_kernel(course)
     ensure_exchange(course)
     return course
+
+
+def add_labs(course_dir: str | Path, labs) -> list[str]:
+    """Put labs' sources into a course folder: source/<lab>/ from labs/<lab>/ (notebooks only; a
+    code lab's C files as released). A lab whose source/<lab>/ exists is left as it is (a course
+    made before the lab was written gains it; nothing an instructor edited is replaced).
+    Returns the labs added."""
+    course = Path(course_dir).resolve()
+    added = []
+    for lab in labs:
+        dest = course / "source" / lab
+        if dest.exists():
+            continue
+        dest.mkdir(parents=True)
+        for nb in sorted((_labs_dir() / lab).glob("*.ipynb")):
+            shutil.copy(nb, dest / nb.name)
+        if lab in lessons.code_labs():
+            # a code lab's C files as the student starts from them (the solution stays in labs/:
+            # autograde copies the source's files into each graded folder, where the student's
+            # kernel could read them)
+            for name, text in codelab.starter_files(lab).items():
+                (dest / name).write_text(text)
+        added.append(lab)
+    return added
 
 
 def ensure_exchange(course_dir: str | Path) -> Path | None:

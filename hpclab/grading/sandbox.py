@@ -179,12 +179,13 @@ def _identity_files(scratch: Path, uid: int, gid: int) -> list[str]:
             "--ro-bind", str(scratch / "group"), "/etc/group"]
 
 
-def _env(limits: Limits) -> list[str]:
+def _env(limits: Limits, extra: dict[str, str] | None = None) -> list[str]:
     env = {"HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib",
            "IPYTHONDIR": "/tmp/.ipython", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
            "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HPCLAB_IN_SANDBOX": "1",
            "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde")}
+    env.update(extra or {})   # a program's own variables (an MPI library's, for a code lab)
     out = ["--clearenv"]
     for k, v in env.items():
         out += ["--setenv", k, v]
@@ -205,12 +206,15 @@ def _parents(dests: list[str]) -> list[str]:
 
 def bwrap_argv(command: list[str], scratch: Path, binds: list[tuple[str, str, str]],
                chdir: str, limits: Limits, ids: tuple[int, int] | None,
-               roots: list[Path] | None = None) -> list[str]:
+               roots: list[Path] | None = None, env: dict[str, str] | None = None,
+               shm_mb: int = 0) -> list[str]:
     """The full command line: bwrap ... [setpriv ... bwrap --unshare-user ...] command.
 
     binds: (kind, source, destination), kind "ro" or "rw"; ids: (uid, gid) to drop to (root
     mode) or None (unprivileged mode: one bwrap with a user namespace); roots: folders bound
-    read-only at their own paths (default: Python's, the venv's and the package's)."""
+    read-only at their own paths (default: Python's, the venv's and the package's); env:
+    variables set inside beside the sandbox's own (PATH among them, replaced when given);
+    shm_mb: a private tmpfs of this size as /dev/shm (MPI's shared memory), none when 0."""
     mounts = []
     for name in ETC_FILES:
         mounts += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
@@ -226,7 +230,8 @@ def bwrap_argv(command: list[str], scratch: Path, binds: list[tuple[str, str, st
             "--unshare-uts", "--unshare-cgroup-try", "--hostname", "grader",
             *_system_binds(), "--proc", "/proc", "--dev", "/dev",
             "--perms", "1777", "--size", str(limits.scratch_mb << 20), "--tmpfs", "/tmp",
-            *_parents(dests), *mounts, "--chdir", chdir, *_env(limits)]
+            *(["--perms", "1777", "--size", str(shm_mb << 20), "--tmpfs", "/dev/shm"] if shm_mb else []),
+            *_parents(dests), *mounts, "--chdir", chdir, *_env(limits, env)]
     if ids is None:
         return [*args, "--unshare-user", "--disable-userns", "--", *command]
     uid, gid = ids
@@ -410,11 +415,15 @@ class Sandbox:
 
     workdir: a folder copied into the sandbox at its own path (the copy is owned by the
     sandbox's user and thrown away afterwards), writable there unless writable=False, and the
-    folder commands start in; ro: more folders bound read-only at their own paths."""
+    folder commands start in; ro: more folders bound read-only at their own paths; env:
+    variables for the commands run inside, beside the sandbox's own; shm_mb: a private
+    /dev/shm of this size (MPI ranks on shared memory), none when 0."""
 
     def __init__(self, limits: Limits, workdir: Path | None = None, ro: tuple[Path, ...] = (),
-                 writable: bool = True):
+                 writable: bool = True, env: dict[str, str] | None = None, shm_mb: int = 0):
         self.limits = limits
+        self.env = dict(env or {})
+        self.shm_mb = shm_mb
         self.mode = mode()
         if self.mode is None:
             raise HpclabError(f"cannot sandbox student code here: {why_not()}",
@@ -452,7 +461,8 @@ class Sandbox:
         return d
 
     def argv(self, command: list[str]) -> list[str]:
-        return bwrap_argv(command, self.scratch, self.binds, self.chdir, self.limits, self.ids)
+        return bwrap_argv(command, self.scratch, self.binds, self.chdir, self.limits, self.ids, env=self.env,
+                          shm_mb=self.shm_mb)
 
     def popen(self, command: list[str], **kw) -> subprocess.Popen:
         group, pids_group, limits = self.group, self.pids_group, self.limits

@@ -182,6 +182,28 @@ def parse_report_text(text: str, source: str = "stdout", kernel: str | None = No
                   last_line=len(lines))
 
 
+def table_lines(report: "Report", header: list[str], source: str, kernel: str) -> list[tuple[int, list[str], str]]:
+    """The rows of the table a kernel prints after its validation line: (line number, fields,
+    line) of each non-empty line after the header. HpclabError when another line comes before
+    the header, or there is no header (a report cut short)."""
+    rows, seen = [], False
+    for lineno, line in report.body:
+        fields = line.split()
+        if not fields:
+            continue
+        if not seen:
+            if fields != header:
+                raise fail(source, lineno, f"expected the table header {' '.join(header)!r}, found "
+                           f"{line.strip()[:80]!r}", "the report may be damaged; re-run")
+            seen = True
+            continue
+        rows.append((lineno, fields, line))
+    if not seen:
+        raise fail(source, report.last_line, f"no {kernel} table after the validation line (truncated?)",
+                   "the job probably died after validating; read its stderr")
+    return rows
+
+
 def records(table: pd.DataFrame) -> list[dict]:
     """A table as a list of plain dicts (<NA> as None), for DataFrame.attrs.
 

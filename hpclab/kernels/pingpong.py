@@ -13,7 +13,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import Field
 
-from hpclab.kernels.contract import Report, fail, need, parse_report_text, report_attrs, results_of
+from hpclab.kernels.contract import Report, fail, need, parse_report_text, report_attrs, results_of, table_lines
 from hpclab.kernels.registry import Kernel, KernelArgs, register
 
 
@@ -97,17 +97,8 @@ def parse_pingpong_text(text: str, source: str = "stdout") -> pd.DataFrame:
     """
     report = parse_report_text(text, source=source, kernel="pingpong")
     transport = transport_of_report(report)
-    rows, header_at = [], None
-    for lineno, line in report.body:
-        fields = line.split()
-        if not fields:
-            continue
-        if header_at is None:
-            if fields != HEADER:
-                raise fail(source, lineno, f"expected the table header {' '.join(HEADER)!r}, "
-                           f"found {line.strip()[:80]!r}", "the report may be damaged; re-run")
-            header_at = lineno
-            continue
+    rows = []
+    for lineno, fields, line in table_lines(report, HEADER, source, "pingpong"):
         try:
             if len(fields) != 4:
                 raise ValueError
@@ -117,9 +108,6 @@ def parse_pingpong_text(text: str, source: str = "stdout") -> pd.DataFrame:
             raise fail(source, lineno, f"not a table row (bytes reps t[usec] Mbytes/sec): "
                        f"{line.strip()[:80]!r}", "the report may be damaged; re-run") from None
     end = report.last_line
-    if header_at is None:
-        raise fail(source, end, "no pingpong table after the validation line (truncated?)",
-                   "the job probably died after validating; read its stderr")
     expected = report.config.get("sizes")
     if isinstance(expected, int) and len(rows) != expected:
         raise fail(source, end, f"table has {len(rows)} rows but the report announced "

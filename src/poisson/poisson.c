@@ -10,7 +10,9 @@
    residuum (max norm, MPI_Allreduce). With --fuse the residuum of the inner points is computed
    inside the black sweep, one row behind it, and only a thin ring of points waits for the
    exchange: one pass over memory less per iteration, bit-identical results. Each phase is timed per rank and wrapped in optional
-   tracer hooks (mpitrace_begin/_end, provided by build/lib/libmpitrace.so when preloaded). */
+   tracer hooks (mpitrace_begin/_end, provided by build/lib/libmpitrace.so when preloaded).
+   The exchange variants (halo.c, halo_nonblocking.c) and the process grid and block split
+   (decompose.c) are files of their own, declared in halo.h. */
 #include <float.h>
 #include <math.h>
 #include <mpi.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "halo.h"
 #include "json.h"
 #include "report.h"
 #include "timer.h"
@@ -76,12 +79,13 @@ enum { T_COPY, T_RED, T_BLACK, T_RESID, T_HALO, T_ALLRED, T_TOTAL, NT };
 typedef struct {
     MPI_Comm cart;
     int coords[2], dims[2];
-    int xlo, xhi, ylo, yhi;  /* neighbours, MPI_PROC_NULL at the domain boundary */
+    int nbr[N_FACES];        /* neighbours across each face, MPI_PROC_NULL at the domain boundary */
     long long nx, ny;        /* local interior points */
     long long ix0, iy0;      /* global index of local point 0 (the halo) */
     long long stride;        /* ny + 2 */
     double *u, *h2f;         /* (nx+2) x (ny+2), row-major in x */
     double *sbuf, *rbuf;     /* 4 faces: x-lo, x-hi (ny each), y-lo, y-hi (nx each) */
+    halo_faces faces;        /* the same four faces as the exchange functions see them */
     unsigned char *inner_done; /* --fuse: row i's columns 2..ny-1 already have their residual */
     double fused_max;          /* --fuse: max residual found inside the black sweep */
     enum exchange_kind exchange;
@@ -199,23 +203,38 @@ static void unpack(domain *d)
 {
     const long long nx = d->nx, ny = d->ny;
     const double *r = d->rbuf;
-    if (d->xlo != MPI_PROC_NULL) memcpy(&AT(d, 0, 1), r, (size_t)ny * sizeof(double));
-    if (d->xhi != MPI_PROC_NULL) memcpy(&AT(d, nx + 1, 1), r + ny, (size_t)ny * sizeof(double));
+    if (d->nbr[FACE_XLO] != MPI_PROC_NULL) memcpy(&AT(d, 0, 1), r, (size_t)ny * sizeof(double));
+    if (d->nbr[FACE_XHI] != MPI_PROC_NULL) memcpy(&AT(d, nx + 1, 1), r + ny, (size_t)ny * sizeof(double));
     for (long long i = 0; i < nx; i++) {
-        if (d->ylo != MPI_PROC_NULL) AT(d, i + 1, 0) = r[2 * ny + i];
-        if (d->yhi != MPI_PROC_NULL) AT(d, i + 1, ny + 1) = r[2 * ny + nx + i];
+        if (d->nbr[FACE_YLO] != MPI_PROC_NULL) AT(d, i + 1, 0) = r[2 * ny + i];
+        if (d->nbr[FACE_YHI] != MPI_PROC_NULL) AT(d, i + 1, ny + 1) = r[2 * ny + nx + i];
+    }
+}
+
+/* The variants by --exchange name (enum exchange_kind's order). */
+static void (*const EXCHANGES[N_EXCHANGES])(const halo_faces *) = {halo_blocking, halo_sendrecv,
+                                                                    halo_nonblocking, halo_naive};
+
+/* The faces of d's send and receive buffers, as the exchange functions see them. */
+static void faces_init(domain *d)
+{
+    const int ny = (int)d->ny, nx = (int)d->nx;
+    const int off[N_FACES] = {0, ny, 2 * ny, 2 * ny + nx};
+    const int cnt[N_FACES] = {ny, ny, nx, nx};
+    halo_faces *h = &d->faces;
+    h->comm = d->cart;
+    h->coords[0] = d->coords[0];
+    h->coords[1] = d->coords[1];
+    for (int k = 0; k < N_FACES; k++) {
+        h->peer[k] = d->nbr[k];
+        h->count[k] = cnt[k];
+        h->send[k] = d->sbuf + off[k];
+        h->recv[k] = d->rbuf + off[k];
     }
 }
 
 static void exchange(domain *d)
 {
-    const int ny = (int)d->ny, nx = (int)d->nx;
-    double *s = d->sbuf, *r = d->rbuf;
-    /* face k: peer, send offset = receive offset, count */
-    const int peer[4] = {d->xlo, d->xhi, d->ylo, d->yhi};
-    const int off[4] = {0, ny, 2 * ny, 2 * ny + nx};
-    const int cnt[4] = {ny, ny, nx, nx};
-    MPI_Comm c = d->cart;
     double t;
 
     REGION_BEGIN("copy");
@@ -226,61 +245,7 @@ static void exchange(domain *d)
 
     REGION_BEGIN("exchange");
     t = hpc_now();
-    /* Tags name the direction of travel: 0 towards lower coordinates, 1 towards higher. */
-    if (d->exchange == NONBLOCKING) {
-        MPI_Request req[8];
-        for (int k = 0; k < 4; k++)
-            MPI_Irecv(r + off[k], cnt[k], MPI_DOUBLE, peer[k], k % 2 == 0 ? 1 : 0, c, &req[k]);
-        for (int k = 0; k < 4; k++)
-            MPI_Isend(s + off[k], cnt[k], MPI_DOUBLE, peer[k], k % 2 == 0 ? 0 : 1, c, &req[4 + k]);
-        MPI_Waitall(8, req, MPI_STATUSES_IGNORE);
-    } else if (d->exchange == SENDRECV) {
-        for (int dim = 0; dim < 2; dim++) {
-            int lo = 2 * dim, hi = 2 * dim + 1;
-            MPI_Sendrecv(s + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 1, r + off[lo], cnt[lo],
-                         MPI_DOUBLE, peer[lo], 1, c, MPI_STATUS_IGNORE);
-            MPI_Sendrecv(s + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 0, r + off[hi], cnt[hi],
-                         MPI_DOUBLE, peer[hi], 0, c, MPI_STATUS_IGNORE);
-        }
-    } else if (d->exchange == NAIVE) {
-        /* The order of the 2014 code (seed 001; Gropp, Lusk and Skjellum, "Using MPI", ch. 4,
-           exchng1), per dimension: every rank sends its top face up, then receives from below;
-           then sends its bottom face down and receives from above. Above the eager limit a
-           send returns only once its receive is posted (rendezvous), and every rank sends first.
-           On a periodic ring that is a deadlock. Our grid is not periodic: the last rank of a
-           chain sends to MPI_PROC_NULL (returns at once) and goes on to its receive, which
-           releases the rank below it, and so on down the chain. So the exchange does not hang;
-           it serialises: rank k's upward send waits for every rank above it, and the downward
-           half then unwinds from the bottom: 2 (P - 1) message times one after the other on a
-           chain of P ranks, where Isend/Irecv pays about one. A rank late to the exchange holds
-           up its whole row or column, not just its neighbours (on a zero-latency network that
-           is all the chain costs). Below the eager limit every send returns at once and the
-           order costs nothing. */
-        for (int dim = 0; dim < 2; dim++) {
-            int lo = 2 * dim, hi = 2 * dim + 1;
-            MPI_Send(s + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 1, c);
-            MPI_Recv(r + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 1, c, MPI_STATUS_IGNORE);
-            MPI_Send(s + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 0, c);
-            MPI_Recv(r + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 0, c, MPI_STATUS_IGNORE);
-        }
-    } else {
-        /* Blocking calls ordered by coordinate parity so that neighbours pair up (an even
-           rank sends while its odd neighbour receives): no chain longer than two ranks. */
-        for (int dim = 0; dim < 2; dim++) {
-            int lo = 2 * dim, hi = 2 * dim + 1;
-            if (d->coords[dim] % 2 == 0) {
-                MPI_Send(s + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 1, c);
-                MPI_Recv(r + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 0, c, MPI_STATUS_IGNORE);
-                MPI_Send(s + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 0, c);
-                MPI_Recv(r + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 1, c, MPI_STATUS_IGNORE);
-            } else {
-                MPI_Recv(r + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 1, c, MPI_STATUS_IGNORE);
-                MPI_Send(s + off[lo], cnt[lo], MPI_DOUBLE, peer[lo], 0, c);
-                MPI_Recv(r + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 0, c, MPI_STATUS_IGNORE);
-                MPI_Send(s + off[hi], cnt[hi], MPI_DOUBLE, peer[hi], 1, c);
-            }
-        }
-    }
+    EXCHANGES[d->exchange](&d->faces);
     d->t[T_HALO] += hpc_now() - t;
     REGION_END("exchange");
 
@@ -402,14 +367,6 @@ static double residuum(domain *d, double h2)
     return global;
 }
 
-/* Block split of n points over p parts, remainder to the first parts. */
-static void split(long long n, int p, int c, long long *len, long long *start)
-{
-    long long base = n / p, rem = n % p;
-    *len = base + (c < rem);
-    *start = c * base + (c < rem ? c : rem);
-}
-
 /* --heavy F: coordinate 0 takes F shares of the n points, every other coordinate one share
    (rounded to whole points, at least one point each), the others split the rest evenly with
    split(). F = 1 is split() itself. A deliberate load imbalance: the heavy rank computes about
@@ -511,7 +468,7 @@ int main(int argc, char **argv)
     d.exchange = o.exchange;
     d.dims[0] = o.p;
     d.dims[1] = o.q;
-    MPI_Dims_create(size, 2, d.dims);
+    topology(MPI_COMM_WORLD, d.dims, &d.cart, d.coords, d.nbr);
     if (d.dims[0] > o.nx || d.dims[1] > o.ny) {
         char what[160], allowed[160];
         snprintf(what, sizeof what, "grid %dx%d has more processes than the %lld x %lld points",
@@ -519,11 +476,6 @@ int main(int argc, char **argv)
         snprintf(allowed, sizeof allowed, "P <= %lld, Q <= %lld", o.nx, o.ny);
         hpc_usage_error(o.p ? "--grid" : "--n", what, allowed);
     }
-    int periods[2] = {0, 0};
-    MPI_Cart_create(MPI_COMM_WORLD, 2, d.dims, periods, 0, &d.cart);
-    MPI_Cart_coords(d.cart, rank, 2, d.coords);
-    MPI_Cart_shift(d.cart, 0, 1, &d.xlo, &d.xhi);
-    MPI_Cart_shift(d.cart, 1, 1, &d.ylo, &d.yhi);
     long long sx, sy;
     split_heavy(o.nx, d.dims[0], d.coords[0], o.heavy, &d.nx, &sx);
     split(o.ny, d.dims[1], d.coords[1], &d.ny, &sy);
@@ -546,6 +498,7 @@ int main(int argc, char **argv)
     d.rbuf = calloc((size_t)(2 * d.nx + 2 * d.ny), sizeof(double));
     d.inner_done = calloc((size_t)(d.nx + 2), 1);
     hpc_agree_usage_error(!d.u || !d.h2f || !d.sbuf || !d.rbuf || !d.inner_done, "--n", "could not allocate the grid", "a smaller N");
+    faces_init(&d);
 
     /* Coordinates scaled to the unit square: x = (global i) * hx, y = (global j) * hy; the
        rectangle's sides are a = (NX+1) h and b = (NY+1) h with h the spacing of the longer one,

@@ -1,0 +1,25 @@
+/* mistake: the timer started before the barrier: the timed region includes waiting for the partner there
+   feedback: the timer starts before the MPI_Barrier */
+#include <mpi.h>
+
+double pingpong(void *sbuf, void *rbuf, int bytes, int reps, int warmup, int partner, MPI_Comm comm)
+{
+    int rank;
+    double t = 0.0;
+    MPI_Comm_rank(comm, &rank);
+    const int first = rank < partner;
+    for (int r = -warmup; r < reps; r++) {
+        if (r == 0) {
+            t = MPI_Wtime();
+            MPI_Barrier(comm);
+        }
+        if (first) {
+            MPI_Send(sbuf, bytes, MPI_BYTE, partner, 0, comm);
+            MPI_Recv(rbuf, bytes, MPI_BYTE, partner, 0, comm, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(rbuf, bytes, MPI_BYTE, partner, 0, comm, MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, bytes, MPI_BYTE, partner, 0, comm);
+        }
+    }
+    return (MPI_Wtime() - t) / (2.0 * reps);
+}

@@ -1,0 +1,86 @@
+"""A code lab's round in a room (issue 37.5), as its people act it: `hpclab classroom release`,
+student03 fetches the ping-pong lab, writes pingpong_loop.c, makes their own timing runs as
+themselves (the sandbox of their own account: the course's kernel and their program in turn),
+submits through the exchange; `hpclab classroom collect` builds and runs the submission under
+every installed library as the room's grader account and grades the notebook.
+
+A room made before the lab was written gains its source at the next `classroom up` (prepare).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from hpclab.classroom import accounts, grading_room
+from hpclab.course import codelab as model
+from hpclab.course import lessons
+from hpclab.grading import demo
+
+pytestmark = [pytest.mark.cluster, pytest.mark.classroom]
+
+LAB = lessons.get("pingpong_lab").lab
+STUDENT = "student03"
+# what a student's own runs are, made as the student from their lab folder (the notebook's cell)
+MEASURE = (
+    "import json, pathlib\n"
+    "from hpclab.course.lessons import pingpong_lab as L\n"
+    "from hpclab.grading import codelab\n"
+    "d = codelab.own_runs(L.LAB, ('kernel', 'student'), L.MEASURE, L.MAX_ROUNDS, until=L.enough)\n"
+    "pathlib.Path('data').mkdir(exist_ok=True)\n"
+    "pathlib.Path('data/runs.json').write_text(json.dumps(d))\n"
+    "print(len(d['runs']) // 2, 'rounds;', ' '.join(L.said(d, s) for s in L.SIZES))\n"
+)
+
+
+def _classroom(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpclab.cli.main", "classroom", *args],
+                          capture_output=True, text=True, timeout=1800)
+
+
+def _line(out: str, student: str) -> str:
+    (line,) = [ln for ln in out.splitlines() if re.match(rf"\s+{student}\s", ln)]
+    return line.split(None, 1)[1]
+
+
+def test_a_code_labs_round_in_the_room(classroom):
+    """Is the ping-pong lab released with the starter (no solution), do the student's own runs
+    work as the student, and does collect grade the submission as the room's grader: the
+    payload and loop parts in full (4 points), the agreement parts as the student's runs decide?"""
+    lay = classroom   # `classroom up` (the fixture): the course copy, the labs' solutions, the lab's source
+    assert (lay.nbgrader_course / "source" / LAB / "pingpong_loop.c").is_file()
+    r = _classroom("release", LAB)
+    assert r.returncode == 0, r.stdout + r.stderr
+    folder = accounts.home(STUDENT) / f"code-round-{secrets.token_hex(4)}"
+    try:
+        lab_dir = grading_room.fetch(lay, STUDENT, LAB, folder)
+        released = (lab_dir / "pingpong_loop.c").read_text()
+        assert "BEGIN SOLUTION" not in released and "MPI_Send(" not in released
+        solution = model.reference_text((lay.instructors / "labs" / LAB / "pingpong_loop.c").read_text())
+        (lab_dir / "pingpong_loop.c").write_text(solution)
+        source = nbformat.read(lay.nbgrader_course / "source" / LAB / f"{LAB}.ipynb", as_version=4)
+        nb = nbformat.read(lab_dir / f"{LAB}.ipynb", as_version=4)
+        nbformat.write(demo.answered(nb, source), lab_dir / f"{LAB}.ipynb")
+        uid, gid = accounts.uid(STUDENT), accounts.gid(STUDENT)
+        for p in [lab_dir, *lab_dir.rglob("*")]:
+            os.lchown(p, uid, gid)
+        done = subprocess.run([*accounts.as_user(STUDENT), str(lay.python), "-c", MEASURE], capture_output=True,
+                              text=True, timeout=900, cwd=lab_dir)
+        assert done.returncode == 0, done.stdout + done.stderr
+        print("student03's own runs:", done.stdout.strip())
+        grading_room.submit(lay, STUDENT, LAB, folder)
+        r = _classroom("collect", LAB)
+        assert r.returncode == 0, r.stdout + r.stderr
+        print(r.stdout)
+        line = _line(r.stdout, STUDENT)
+        m = re.fullmatch(r"collected \(submitted .+\), autograded: (\d+) / 6", line)
+        assert m and int(m.group(1)) >= 4, line
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
