@@ -1,11 +1,14 @@
 """The `hpclab` command line as one tool: subcommands with their own options and usage, help by
 default, a version, defaults in the help texts, grading under `hpclab grade` (with
-`python -m hpclab.grading` as its alias, in the same error format), and every invocation the
-Makefile, README, notebooks and docs use still accepted. Nothing here needs the cluster.
+`python -m hpclab.grading` as its alias, in the same error format), every invocation the
+Makefile, README, notebooks and docs use still reaching its command, and bad input answered in
+one line. Nothing here needs the cluster (Slurm's commands, where one could be reached, are the
+fake's of tests/fake_slurm/).
 """
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from importlib import metadata
@@ -81,31 +84,88 @@ def test_help_shows_the_defaults(argv, shown):
     assert "(default: None)" not in text and "(default: False)" not in text
 
 
-@pytest.mark.parametrize("argv", [
+CLUSTER, RUN, TRACE, COURSE = "hpclab.cli.cluster", "hpclab.cli.run", "hpclab.cli.trace", "hpclab.cli.course"
+ROOM, GRADE = "hpclab.cli.classroom", "hpclab.grading.commands"
+
+
+@pytest.mark.parametrize("argv, function, parsed", [
     # Makefile
-    ["cluster", "up"], ["cluster", "down"], ["cluster", "status"], ["course", "run"], ["course", "lab"],
-    ["course", "grade-demo"], ["classroom", "up", "--students", "30", "--instructors", "1"], ["classroom", "down"],
+    (["cluster", "up"], f"{CLUSTER}:_up", {"nodes": None, "link": None}),
+    (["cluster", "down"], f"{CLUSTER}:_down", {}), (["cluster", "status"], f"{CLUSTER}:_status", {}),
+    (["course", "run"], f"{COURSE}:_run", {"notebooks": [], "quick": False}),
+    (["course", "lab"], f"{COURSE}:_lab", {"port": 8888}),
+    (["course", "grade-demo"], f"{COURSE}:_grade_demo", {}),
+    (["classroom", "up", "--students", "30", "--instructors", "1"], f"{ROOM}:_up", {"students": 30, "instructors": 1}),
+    (["classroom", "down"], f"{ROOM}:_down", {}),
     # README, notebooks, docs
-    ["cluster", "up", "--nodes", "2", "--link", "1g"], ["cluster", "up", "--nodes", "2", "--cpus-per-node", "1"],
-    ["cluster", "env"], ["run", "SPEC.yaml", "--sweep", "omp.num_threads=1,2"], ["run", "SPEC.yaml", "--no-wait"],
-    ["runs"], ["runs", "stream", "--last", "3"], ["show", "RUN"], ["show", "RUN", "--spec"], ["trace", "RUN"],
-    ["trace", "RUN", "--otf2", "DIR"], ["trace", "RUN", "--model", "ideal", "--compare", "OTHER"],
-    ["course", "run", "--quick", "00-getting-started"], ["classroom", "status"],
-    ["classroom", "up", "--spawner", "slurm", "--bind", "10.0.0.5", "--ssl-cert", "c.pem", "--ssl-key", "k.pem"],
-    ["classroom", "remove", "--yes-delete-student-data", "--purge"],
-    ["classroom", "release", "lab-transports"], ["classroom", "collect", "lab-transports"],
-    ["classroom", "feedback", "lab-transports"], ["classroom", "export", "lab-transports"], ["classroom", "export"],
+    (["cluster", "up", "--nodes", "2", "--link", "1g"], f"{CLUSTER}:_up", {"nodes": 2, "link": "1g"}),
+    (["cluster", "up", "--nodes", "2", "--cpus-per-node", "1"], f"{CLUSTER}:_up", {"nodes": 2, "cpus_per_node": 1}),
+    (["cluster", "env"], f"{CLUSTER}:_env", {}),
+    (["run", "SPEC.yaml", "--sweep", "omp.num_threads=1,2"], f"{RUN}:_run",
+     {"spec": "SPEC.yaml", "sweep": ["omp.num_threads=1,2"], "no_wait": False}),
+    (["run", "SPEC.yaml", "--no-wait"], f"{RUN}:_run", {"no_wait": True}),
+    (["runs"], f"{RUN}:_runs", {"experiment": None, "last": 0}),
+    (["runs", "stream", "--last", "3"], f"{RUN}:_runs", {"experiment": "stream", "last": 3}),
+    (["show", "RUN"], f"{RUN}:_show", {"run": "RUN", "spec": False}),
+    (["show", "RUN", "--spec"], f"{RUN}:_show", {"spec": True}),
+    (["trace", "RUN"], f"{TRACE}:run_trace", {"run": "RUN"}),
+    (["trace", "RUN", "--otf2", "DIR"], f"{TRACE}:run_trace", {"otf2": "DIR"}),
+    (["trace", "RUN", "--model", "ideal", "--compare", "OTHER"], f"{TRACE}:run_trace",
+     {"model": "ideal", "compare": "OTHER"}),
+    (["course", "run", "--quick", "00-getting-started"], f"{COURSE}:_run",
+     {"quick": True, "notebooks": ["00-getting-started"]}),
+    (["classroom", "status"], f"{ROOM}:_status", {}),
+    (["classroom", "up", "--spawner", "slurm", "--bind", "10.0.0.5", "--ssl-cert", "c.pem", "--ssl-key", "k.pem"],
+     f"{ROOM}:_up", {"spawner": "slurm", "bind": "10.0.0.5"}),
+    (["classroom", "remove", "--yes-delete-student-data", "--purge"], f"{ROOM}:_remove",
+     {"yes_delete_student_data": True, "purge": True}),
+    (["classroom", "release", "lab-transports"], f"{ROOM}:_round_step",
+     {"classroom_command": "release", "lab": "lab-transports"}),
+    (["classroom", "collect", "lab-transports"], f"{ROOM}:_round_step", {"classroom_command": "collect"}),
+    (["classroom", "feedback", "lab-transports"], f"{ROOM}:_round_step", {"classroom_command": "feedback"}),
+    (["classroom", "export", "lab-transports"], f"{ROOM}:_round_step", {"classroom_command": "export"}),
+    (["classroom", "export"], f"{ROOM}:_round_step", {"classroom_command": "export", "lab": None}),
     # grader/README.md, as `hpclab grade` (and the alias below)
-    ["grade", "init", "C", "lab-transports"], ["grade", "release", "C", "lab-transports"],
-    ["grade", "collect", "C", "lab-transports", "DOWNLOADS"],
-    ["grade", "autograde", "C", "lab-transports", "--timeout", "60", "--unconfined"],
-    ["grade", "feedback", "C", "lab-transports"], ["grade", "export", "C", "grades.csv"], ["grade", "demo"],
+    (["grade", "init", "C", "lab-transports"], f"{GRADE}:run_step", {"step": "init", "labs": ["lab-transports"]}),
+    (["grade", "release", "C", "lab-transports"], f"{GRADE}:run_step", {"step": "release", "lab": "lab-transports"}),
+    (["grade", "collect", "C", "lab-transports", "DOWNLOADS"], f"{GRADE}:run_step",
+     {"step": "collect", "downloads": "DOWNLOADS"}),
+    (["grade", "autograde", "C", "lab-transports", "--timeout", "60", "--unconfined"], f"{GRADE}:run_step",
+     {"step": "autograde", "timeout": 60, "unconfined": True}),
+    (["grade", "feedback", "C", "lab-transports"], f"{GRADE}:run_step", {"step": "feedback"}),
+    (["grade", "export", "C", "grades.csv"], f"{GRADE}:run_step", {"step": "export", "csv": "grades.csv"}),
+    (["grade", "demo"], f"{GRADE}:run_step", {"step": "demo"}),
 ])
-def test_every_documented_invocation_parses(argv):
-    """Does every command line the Makefile, README, notebooks and docs give still parse to a
-    command (nothing run here)?"""
+def test_every_documented_invocation_reaches_its_command(argv, function, parsed):
+    """Does every command line the Makefile, README, notebooks and docs give still parse to the
+    function its subcommand's module defines for it, with the options read as given (nothing is
+    run here)?"""
     args = cli.build_parser().parse_args(argv)
-    assert callable(args.func)
+    module, name = function.split(":")
+    assert args.func is getattr(importlib.import_module(module), name), (argv, args.func)
+    assert {key: getattr(args, key) for key in parsed} == parsed
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["show", "no-such-run"], "no run folder 'no-such-run'"),
+    (["trace", "no-such-run"], "no run folder 'no-such-run'"),
+    (["run", "{tmp}/missing.yaml"], "spec file {tmp}/missing.yaml not found"),
+    (["run", "{tmp}/bogus.yaml"], "unknown field 'bogus_field'"),
+    (["run", "{tmp}/huge.yaml"], "more tasks than cores: ntasks=4096"),
+], ids=["show", "trace", "missing-spec", "unknown-field", "too-many-tasks"])
+def test_a_command_given_bad_input_answers_in_one_line(argv, words, tmp_path, fake_slurm, capsys):
+    """Does a command given a run that does not exist or a spec it cannot run answer with exit
+    code 2, one line `hpclab: what` naming the bad input and at most one `  what to do:` line,
+    and no traceback? (Slurm's commands are the fake's: nothing can reach a cluster.)"""
+    (tmp_path / "bogus.yaml").write_text("kernel: program\ncommand: ['true']\nbogus_field: 3\n")
+    (tmp_path / "huge.yaml").write_text("kernel: program\ncommand: ['true']\nntasks: 4096\n")
+    code = cli.main([a.format(tmp=tmp_path) for a in argv])
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert lines[0].startswith("hpclab: ") and words.format(tmp=tmp_path) in lines[0], err
+    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("  what to do: ")), err
+    assert not fake_slurm.calls("sbatch")
 
 
 def test_grading_alias_and_hpclab_grade_say_the_same_in_the_same_format(tmp_path):

@@ -179,6 +179,17 @@ def _make_course(lay: ClassroomLayout, rec: Record) -> None:
             for name in files:
                 os.lchown(os.path.join(folder, name), uid, gid)
                 os.chmod(os.path.join(folder, name), 0o660)
+    else:
+        # a room made before a lab was written: its course gains the lab's source (as init makes
+        # it; the course folder is the room's already, and goes with it)
+        uid, gid = _ids(GRADER)
+        for lab in pipeline.add_labs(course, LABS):
+            for folder, dirs, files in os.walk(course / "source" / lab):
+                os.lchown(folder, uid, gid)
+                os.chmod(folder, 0o2770)
+                for name in files:
+                    os.lchown(os.path.join(folder, name), uid, gid)
+                    os.chmod(os.path.join(folder, name), 0o660)
     course.chmod(0o2770)
     gradebook = course / "gradebook.db"
     if gradebook.exists():   # the formgrader service makes it with the hub's umask (0644)

@@ -54,6 +54,7 @@ class HubSettings:
     mem_limit_gb: float = 1.0
     cpu_limit: float = 1.0
     idle_timeout_s: int = 3600
+    recording: Path | None = None  # room mode: the recording the students' notebooks read (HPCLAB_RECORDED)
 
     def check(self) -> None:
         """Raise HpclabError for settings the hub cannot start with."""

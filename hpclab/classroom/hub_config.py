@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpclab.classroom.layout import INSTRUCTORS_GROUP, STUDENTS_GROUP, ClassroomLayout
+from hpclab.runs import recorded
 
 HUB_API_PORT = 8081
 PROXY_API_PORT = 8001
@@ -99,6 +100,8 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
         "VIRTUAL_ENV": str(lay.venv),
         "LANG": "C.UTF-8",
     }
+    if getattr(settings, "recording", None):  # room mode: the notebooks read the instructor's runs
+        environment[recorded.ENV] = str(settings.recording)
     culler = {"name": CULLER,
               "command": [str(lay.python), "-m", "jupyterhub_idle_culler", f"--timeout={settings.idle_timeout_s}",
                           f"--cull-every={max(10, min(300, settings.idle_timeout_s // 2))}"]}

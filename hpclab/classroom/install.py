@@ -34,6 +34,19 @@ SYSTEM_PYTHON = Path("/usr/bin/python3")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 
 
+def lab_drivers() -> list[str]:
+    """The code labs' own course sources (a driver, labs/<lab>/main.c): a student's
+    program is built with them, and they hold no solution (the files a student edits do, and stay
+    in the instructors' folder: hpclab.grading.codelab.course_source)."""
+    from hpclab.course import lessons
+
+    out = []
+    for lab in lessons.code_labs():
+        code = lessons.lab(lab).code
+        out += [f for b in code.builds for f in b.course if f.startswith("labs/")]
+    return list(dict.fromkeys(out))
+
+
 def copy_course(lay: ClassroomLayout, source: Path | None = None) -> list[str]:
     """Refresh lay.course from the checkout; return what was copied.
 
@@ -62,6 +75,10 @@ def copy_course(lay: ClassroomLayout, source: Path | None = None) -> list[str]:
         else:
             shutil.copy2(src, dst)
         copied.append(item)
+    for driver in lab_drivers():
+        (new / driver).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / driver, new / driver)
+        copied.append(driver)
     _readable_by_all(new)
     if lay.course.is_dir() and not lay.course.is_symlink():
         shutil.rmtree(lay.course)  # a copy made before versions existed
@@ -72,6 +89,28 @@ def copy_course(lay: ClassroomLayout, source: Path | None = None) -> list[str]:
     for old in sorted(versions.iterdir())[:-2]:
         shutil.rmtree(old, ignore_errors=True)
     versions.chmod(0o755)
+    return copied
+
+
+def copy_lab_solutions(lay: ClassroomLayout, source: Path | None = None) -> list[str]:
+    """The code labs' files with their solutions (labs/<lab>/*.c) into the instructors' folder,
+    lay.instructors/labs: the room's grader account builds the reference from them
+    (hpclab.grading.codelab.course_source); students, outside hpclab-instructors, cannot read
+    that folder. Returns what was copied."""
+    from hpclab.course import lessons
+
+    source = Path(source or paths.repo())
+    target = lay.instructors / "labs"   # paths.instructors_labs() for the room's own layout
+    copied = []
+    for lab in lessons.code_labs():
+        dest = target / lab
+        dest.mkdir(parents=True, exist_ok=True)
+        for src in sorted((source / "labs" / lab).glob("*.[ch]")):
+            shutil.copy2(src, dest / src.name)
+            (dest / src.name).chmod(0o640)
+            copied.append(f"labs/{lab}/{src.name}")
+        dest.chmod(0o750)
+    target.chmod(0o750)
     return copied
 
 

@@ -18,11 +18,12 @@ each with a private home (0700). Each student's course copy and runs live in tha
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_ROOT = Path("/opt/hpclab/classroom")
+from hpclab.core import paths
+
+DEFAULT_ROOT = paths.CLASSROOM_DEFAULT
 STUDENTS_GROUP = "hpclab-students"
 INSTRUCTORS_GROUP = "hpclab-instructors"
 SLURM_ACCOUNT = "hpclab-course"
@@ -96,4 +97,4 @@ class ClassroomLayout:
 
 
 def layout() -> ClassroomLayout:
-    return ClassroomLayout(Path(os.environ.get("HPCLAB_CLASSROOM", DEFAULT_ROOT)))
+    return ClassroomLayout(paths.classroom_root())

@@ -33,7 +33,8 @@ from hpclab.site import modules
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
-from hpclab.classroom import accounting, accounts, exposure, grading_room, hub, hub_config, install, record
+from hpclab.classroom import (accounting, accounts, exposure, grading_room, hub, hub_config, install, record,
+                              recording)
 from hpclab.classroom.roster import default_names, read_roster
 from hpclab.classroom.layout import (INSTRUCTORS_GROUP, MAX_STUDENTS, SLURM_ACCOUNT, STUDENTS_GROUP, ClassroomLayout,
                                      instructor_name, layout, student_name)
@@ -87,22 +88,26 @@ def _lock(lay: ClassroomLayout):
 
 def up(students: int = 30, instructors: int = 1, settings: hub.HubSettings | None = None,
        limits: accounting.StudentLimits | None = None, lay: ClassroomLayout | None = None,
-       roster: Path | None = None) -> UpReport:
+       roster: Path | None = None, own: list[str] = ()) -> UpReport:
     """Make or complete the room. roster: the students' names (hpclab.classroom.roster); without
-    one a room keeps the names an earlier roster gave, the other accounts are named by themselves."""
+    one a room keeps the names an earlier roster gave, the other accounts are named by themselves.
+    settings.recording: open the room in room mode on that recording (hpclab.classroom.recording);
+    own: the experiments (or experiment/label) its students still run themselves."""
     _check_root()
     _check_counts(students, instructors)
     # read before anything changes: a wrong roster stops here
     names = read_roster(roster, [student_name(i) for i in range(1, students + 1)]) if roster else None
     lay = lay or layout()
     with _lock(lay):
-        return _up(students, instructors, settings, limits, lay, names)
+        return _up(students, instructors, settings, limits, lay, names, own)
 
 
 def _up(students: int, instructors: int, settings: hub.HubSettings | None, limits: accounting.StudentLimits | None,
-        lay: ClassroomLayout, names: dict | None = None) -> UpReport:
+        lay: ClassroomLayout, names: dict | None = None, own: list[str] = ()) -> UpReport:
     t0 = time.monotonic()
     settings = settings or hub.HubSettings()
+    if settings.recording:  # before anything changes: a folder with no recording stops here
+        recording.open_room(settings.recording, students, own)
     limits = limits or accounting.StudentLimits()
     lay.root.mkdir(parents=True, exist_ok=True)
     lay.root.chmod(0o755)
@@ -134,6 +139,7 @@ def _up(students: int, instructors: int, settings: hub.HubSettings | None, limit
     accounting.create(rec, student_names, instructor_names, limits)
 
     install.copy_course(lay)
+    install.copy_lab_solutions(lay)
     built = install.ensure_venv(lay, lay.root / "install.log")
     install.link_course(lay)
     install.write_lab_settings(lay)
@@ -141,6 +147,8 @@ def _up(students: int, instructors: int, settings: hub.HubSettings | None, limit
     modules.write_modulefiles(lay.modulefiles)
     grading_room.prepare(lay, rec, student_names, instructor_names)
     url = hub.start(lay, rec, settings)
+    if settings.recording:
+        closed = [*closed, recording.room_note(settings.recording)]
     return UpReport(url, student_names, instructor_names, new, str(lay.passwords), time.monotonic() - t0, built,
                     closed)
 

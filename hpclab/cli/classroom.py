@@ -1,6 +1,8 @@
 """`hpclab classroom ...`: a summer school on one machine (hpclab/classroom/).
 
     up | down | status            make or complete the room; stop it (keeps everything); say what it has
+    record [--notebooks NB ...]   run the notebooks a room cannot run itself, once, into the recording
+                                  that 'up --recording' opens the room on (room mode)
     remove --yes-delete-student-data [--purge]
                                   export the grades, archive the course and every home, then delete it
     release | collect | feedback | export LAB
@@ -13,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-LAB_HELP = "the lab, e.g. lab-transports (a wrong name is answered with the room's labs)"
+LAB_HELP = "the lab, by its folder name under labs/ (a wrong name is answered with the room's labs)"
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -22,11 +24,27 @@ def _up(args: argparse.Namespace) -> int:
 
     settings = hub.HubSettings(bind_ip=args.bind, port=args.port, ssl_cert=args.ssl_cert, ssl_key=args.ssl_key,
                                spawner=args.spawner, mem_limit_gb=args.server_memory_gb,
-                               cpu_limit=args.server_cpus, idle_timeout_s=args.idle_minutes * 60)
+                               cpu_limit=args.server_cpus, idle_timeout_s=args.idle_minutes * 60,
+                               recording=args.recording.resolve() if args.recording else None)
     limits = accounting.StudentLimits(running_jobs=args.jobs_per_student, cpus=args.cpus_per_student,
                                       wall_minutes=args.wall_minutes)
-    print(room.up(args.students, args.instructors, settings, limits, roster=args.roster).render())
+    print(room.up(args.students, args.instructors, settings, limits, roster=args.roster, own=args.own).render())
     return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    from hpclab.classroom import layout, recording  # imported when the command runs
+
+    folder = args.to or recording.default_folder(layout.layout())
+    notebooks = recording.chosen_notebooks(args.notebooks, args.students)
+    print(f"recording {len(notebooks)} notebook(s) into {folder}: "
+          + ", ".join(nb.stem for nb in notebooks), flush=True)
+    report, made = recording.record(folder, notebooks, by=args.by)
+    for path, entry in made.items():
+        print(f"  {'ok  ' if entry['ok'] else 'FAIL'} {path}: {len(entry['runs'])} run(s) of "
+              f"{', '.join(entry['experiments']) or 'no experiment'} in {entry['seconds']:.0f} s")
+    print(f"open the room on it: sudo .venv/bin/hpclab classroom up --recording {folder}")
+    return 0 if not report.failures else 1
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -90,7 +108,21 @@ def add_commands(subparsers) -> None:
     u.add_argument("--jobs-per-student", type=int, default=1, help="running jobs per student (QOS)")
     u.add_argument("--cpus-per-student", type=int, default=2, help="CPUs per student (QOS)")
     u.add_argument("--wall-minutes", type=int, default=10, help="wall time of a student's job (QOS)")
+    u.add_argument("--recording", type=Path,
+                   help="room mode: the students' notebooks read the runs recorded in this folder "
+                        "('classroom record' makes it) instead of submitting")
+    u.add_argument("--own", nargs="+", default=[], metavar="EXPERIMENT",
+                   help="with --recording: experiments (or experiment/label) the students still run themselves")
     u.set_defaults(func=_up)
+    rc = sub.add_parser("record", help="run the notebooks a room cannot run itself once, on this machine, into a "
+                                       "recording its students read (room mode; 'up --recording' opens it)")
+    rc.add_argument("--notebooks", nargs="+", metavar="NB",
+                    help="notebooks by number, stem or path (default: those the last course run's plan puts "
+                         "in room mode for --students)")
+    rc.add_argument("--students", type=int, default=30, help="the room's size the default notebooks are chosen for")
+    rc.add_argument("--to", type=Path, help="the recording's folder (default: the classroom's recording/)")
+    rc.add_argument("--by", help="whose runs the figures name (default: the user behind sudo)")
+    rc.set_defaults(func=_record)
     d = sub.add_parser("down", help="stop the hub and every student's server; keep accounts, homes, the course, "
                                     "the gradebook and the Slurm account ('up' brings the room back)")
     d.add_argument("--purge", action="store_true", help=argparse.SUPPRESS)   # refused with a pointer to remove
