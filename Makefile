@@ -15,12 +15,13 @@ help:
 	@echo "make lock          requirements.lock from pyproject.toml (after changing a pin)"
 	@echo "make lab           JupyterLab on localhost with the course"
 	@echo "make bench         benchmarks into build/bench/"
+	@echo "make bench-stability [RUNS=3]  the course 3 times quiet and once loaded: the same verdicts?"
 	@echo "make grade-demo    grade a simulated class with nbgrader (one line per student)"
 	@echo "make grade STEP=.. instructor pipeline step (see grader/README.md)"
 	@echo "make classroom     a summer school here: accounts, JupyterHub, Slurm limits, grading (STUDENTS=30)"
 	@echo "make bench-classroom [PRESTART=120]  30 simulated students through the hub: build/classroom/load-*.md"
 	@echo "make cluster-up | cluster-down | cluster-status"
-	@echo "make distro-check DIST=trixie  set-up and course in a pristine Debian root (NOTEBOOKS=... for some)"
+	@echo "make distro-check DIST=trixie  set-up and course in a pristine Debian root (NOTEBOOKS=... for some; NET=ipv4: no IPv6)"
 	@echo "make uninstall     remove what set-up and the cluster installed (DRY=1 to see; keeps runs/)"
 
 setup:
@@ -83,6 +84,12 @@ classroom: cluster-up
 
 classroom-down:
 	@$(HPCLAB) classroom down
+
+# The whole course three times on a quiet machine and once beside stress-ng --cpu 1: does every
+# fidelity row keep its verdict? build/bench/verdict-stability.{json,md} (bench/stability.py).
+.PHONY: bench-stability
+bench-stability: cluster-up
+	@$(PY) bench/stability.py $(if $(RUNS),--runs $(RUNS))
 
 # PRESTART=S: the servers are started over S seconds before the students arrive (as the README
 # recommends for a room); without it they arrive to none running.

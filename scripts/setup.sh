@@ -13,6 +13,10 @@ SYSTEM_PACKAGES=(
   hwloc libhwloc-dev numactl likwid
   gcc g++ make pkg-config python3-venv python3-dev
   iproute2 util-linux procps valgrind "linux-perf|linux-tools-common" "chromium?" bubblewrap
+  # a known background load for make bench-stability (and the noise watch's tests)
+  stress-ng
+  # where each rank of a hung code-lab submission waits (hpclab.grading.codelab samples its stack)
+  gdb
   python3-otf2 otf2-tools
   # the classroom (make classroom): JupyterHub's proxy runs on node; modules come from Lmod;
   # students' servers run on Debian's own python3 (the one every account can execute)
@@ -109,13 +113,35 @@ else
   # Links to Debian's OTF2 bindings (2b, an earlier set-up) go first: pip would write the otf2
   # wheel's files through them into /usr/lib/python3/dist-packages.
   for pkg in otf2 _otf2; do if [[ -L $venv_site/$pkg ]]; then rm -f "$venv_site/$pkg"; fi; done
-  pip=(.venv/bin/pip install -q --disable-pip-version-check)
-  "${pip[@]}" --require-hashes --no-deps -r requirements-build.lock
-  MPICC=mpicc "${pip[@]}" --require-hashes --no-build-isolation --no-binary mpi4py -r requirements.lock
+  pip=(.venv/bin/pip install --disable-pip-version-check --progress-bar off)
+  pip_log=.venv/pip-install.log
+  total=$(grep -cE '^[A-Za-z0-9]' requirements.lock)
+  t_pip=$SECONDS
+  # pip's own lines go to the log; the terminal gets a count every 20 packages and the time, so a
+  # set-up that compiles mpi4py for a minute does not look hung (the whole log says what failed)
+  progress() {
+    local n=0 line
+    while IFS= read -r line; do
+      printf '%s\n' "$line" >> "$pip_log"
+      case $line in
+        Collecting\ *|Requirement\ already\ satisfied*)
+          n=$((n + 1))
+          if ((n % 20 == 0 || n == total)); then say "python environment: $n of $total packages fetched ($((SECONDS - t_pip)) s)"; fi ;;
+        Building\ wheel\ for\ *) say "python environment: ${line#Building wheel for } (compiling, $((SECONDS - t_pip)) s)" ;;
+        Installing\ collected\ packages*) say "python environment: installing the $n packages ($((SECONDS - t_pip)) s)" ;;
+      esac
+    done
+  }
+  : > "$pip_log"
+  "${pip[@]}" --require-hashes --no-deps -r requirements-build.lock >> "$pip_log" 2>&1 ||
+    { tail -n 20 "$pip_log"; say "pip failed installing the build tools: the whole output is in $pip_log"; exit 1; }
+  MPICC=mpicc "${pip[@]}" --require-hashes --no-build-isolation --no-binary mpi4py -r requirements.lock 2>&1 | progress ||
+    { tail -n 20 "$pip_log"; say "pip failed installing requirements.lock: the whole output is in $pip_log"; exit 1; }
   # (setuptools warns at every editable install that a folder named like the package may shadow it)
-  PYTHONWARNINGS=ignore "${pip[@]}" --no-deps --no-build-isolation -e .
+  PYTHONWARNINGS=ignore "${pip[@]}" --no-deps --no-build-isolation -e . >> "$pip_log" 2>&1 ||
+    { tail -n 20 "$pip_log"; say "pip failed installing hpclab itself: the whole output is in $pip_log"; exit 1; }
   echo "$want" > "$stamp"
-  say "python environment: ready ($(grep -cE '^[A-Za-z0-9]' requirements.lock) locked packages)"
+  say "python environment: ready ($total locked packages, $((SECONDS - t_pip)) s; pip's output in $pip_log)"
 fi
 
 # 2b. OTF2's Python bindings (issue 21: hpclab trace --otf2, OTF2 import) -------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +66,27 @@ def disposable_classroom(classroom, request):
     return classroom
 
 
+FAKE_SLURM = Path(__file__).parent / "fake_slurm"
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    """Slurm's client commands answered by tests/fake_slurm/ (first on PATH) from a state file in
+    tmp_path, so hpclab.jobs.experiment runs its own code with no cluster; returns the FakeSlurm
+    the test plans its jobs' fates with. Runs go to tmp_path/runs. SLURM_CONF names a file that
+    does not exist, so a real Slurm command reached by mistake finds no cluster to act on."""
+    from tests.fake_slurm.fakeslurm import FakeSlurm
+
+    fake = FakeSlurm.new(tmp_path / "fake-slurm.json")
+    monkeypatch.setenv("PATH", f"{FAKE_SLURM}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(fake.path))
+    monkeypatch.setenv("FAKE_SLURM_PYTHON", sys.executable)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-cluster" / "slurm.conf"))
+    monkeypatch.setenv("HPCLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.delenv("HPCLAB_SITE", raising=False)
+    return fake
+
+
 @pytest.fixture
 def mpi_env(monkeypatch):
     """Let mpirun run as root (CI and the course VM run as root)."""
@@ -78,6 +101,14 @@ def mpi_env(monkeypatch):
 # one still names a test.
 SLOW_WITHOUT_CLUSTER = (
     "tests/test_browser.py",
+    "tests/test_codelab.py::test_a_class_of_code_submissions_is_graded_through_nbgrader",
+    "tests/test_codelab.py::test_the_demo_class_grades_code_submissions_a_hung_and_a_hostile_one",
+    "tests/test_codelab.py::test_own_runs_alternate_the_builds_and_keep_each_sources_hash",
+    "tests/test_codelab.py::test_a_hung_run_says_where_each_rank_was_not_just_timed_out",
+    "tests/test_codelab.py::test_a_seeded_mistake_fails_with_feedback_that_names_it",
+    "tests/test_codelab.py::test_the_reference_solution_passes_under_every_installed_library",
+    "tests/test_codelab.py::test_the_sizes_at_which_the_deadlock_hangs_still_hold",
+    "tests/test_codelab.py::test_an_unprivileged_grader_still_names_where_each_rank_hung",
     "tests/test_course.py::test_runner_reports_failures_and_keeps_earlier_reports",
     "tests/test_fidelity.py::test_course_run_writes_fidelity_json_and_the_table",
     "tests/test_grading.py::test_new_course_has_an_exchange_nbgrader_accepts",
@@ -134,3 +165,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.classroom)
         if _listed_slow(item.nodeid):
             item.add_marker(pytest.mark.slow)
+
+
+# What an MPI library's launcher or singleton start writes into its process's environment: a test
+# that calls MPI_Init in the test process itself (mpi4py's `from mpi4py import MPI`) leaves them in
+# os.environ, and every later subprocess and job inherits them: MPICH then aborts ("Runtime
+# environment uses unsupported PMI version PMIx"), an mpirun thinks it is inside another.
+_LAUNCHER_PREFIXES = ("PMIX_", "PMI_", "OMPI_COMM_WORLD_", "OMPI_MCA_orte_", "OMPI_MCA_ess", "OMPI_FILE_LOCATION")
+
+
+@pytest.fixture(autouse=True)
+def _no_launcher_variables_left():
+    """Fails the test that leaves an MPI launcher's variables in this process's environment
+    (start MPI in a subprocess instead)."""
+    before = {k for k in os.environ if k.startswith(_LAUNCHER_PREFIXES)}
+    yield
+    left = sorted(k for k in os.environ if k.startswith(_LAUNCHER_PREFIXES) and k not in before)
+    for key in left:   # the next tests must not inherit them
+        os.environ.pop(key, None)
+    assert not left, f"MPI was started in the test process: it left {', '.join(left[:5])} in os.environ"

@@ -1,10 +1,13 @@
 """Every notebook and lab of the course runs top to bottom, headless, with the quick parameter set,
-against the local cluster, and shows no error output (the same runner as `make course`)."""
+against the local cluster, shows no error output (the same runner as `make course`), and stays
+within the words a learner reads (hpclab/course/reading.py: BUDGET per notebook, LAB_BUDGET per
+lab, SECTION_BUDGET per section, typed and generated prose together)."""
 
 from __future__ import annotations
 
 import pytest
 
+from hpclab.course import reading
 from hpclab.course import runner as course
 
 BOOKS = course.course_notebooks()
@@ -21,6 +24,10 @@ def test_notebook_runs_clean(cluster, notebook, tmp_path, monkeypatch):
     assert result.ok, f"{result.path} failed:\n{result.error}"
     problems = course.error_outputs(tmp_path / "report" / result.executed)
     assert not problems, "\n".join(problems)
+    # pages a learner reads: typed and generated prose within the course's budgets (course/reading.py)
+    executed = tmp_path / "report" / result.executed
+    too_long = reading.over_budget(notebook, reading.count_file(executed))
+    assert not too_long, "\n".join(too_long)
 
 
 @pytest.mark.parametrize("notebook", BOOKS, ids=[str(b.relative_to(course.paths.repo())) for b in BOOKS])

@@ -432,7 +432,7 @@ def test_traced_poisson_job_through_the_cluster_exports_completely(cluster, tmp_
     """A traced Poisson job of notebook 05's recipe, submitted to the cluster: does
     `hpclab trace RUN --otf2 DIR` give an archive that otf2-print lists completely, and does it
     read back to the same analysis?"""
-    from hpclab.course import lesson_imbalance as lesson
+    from hpclab.course.lessons import imbalance as lesson
     from hpclab.jobs import experiment
     if not POISSON.is_file() or not LIB.is_file():
         pytest.skip("build/bin/poisson or build/lib/libmpitrace.so not built (make -C src)")

@@ -24,6 +24,9 @@ from tests.kernel_text import parse_poisson_text, parse_stream_text
 DATA = Path(__file__).parent / "data"
 RUNS = DATA / "runs"
 ALL_RUNS = sorted(p.name for p in RUNS.iterdir() if p.is_dir())
+# a run captured for its JSON only (collectives-forced-openmpi-system: the lesson's test reads its
+# result.json) has no stdout; the text parsers are checked on the others
+TEXT_RUNS = [n for n in ALL_RUNS if (RUNS / n / "stdout").exists()]
 TEXT_PARSERS = {"pingpong": parse_pingpong_text, "stream": parse_stream_text,
                 "poisson": parse_poisson_text}
 
@@ -38,7 +41,7 @@ def runs_of(kernel: str) -> list[str]:
 
 def test_captured_runs_cover_every_kernel():
     """Is there at least one real run folder per kernel (else re-run tests/data/capture.sh)?"""
-    assert {kernel_of(n) for n in ALL_RUNS} == {"pingpong", "stream", "poisson"}
+    assert {kernel_of(n) for n in ALL_RUNS} == {"pingpong", "stream", "poisson", "collectives"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -95,7 +98,7 @@ def test_malformed_json_names_the_key(mutate, message):
 # Text reports agree with JSON reports
 # ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ALL_RUNS)
+@pytest.mark.parametrize("name", TEXT_RUNS)
 def test_text_header_matches_json(name):
     """Do the arguments, config and placement read from stdout equal those in result.json?"""
     doc = load_result(RUNS / name / "result.json")

@@ -233,3 +233,29 @@ def test_open_with_a_marker_finds_folders_without_status(tmp_path):
     assert RunFolder.open("exp/r1", root=tmp_path, marker="trace").run_id == "r1"
     with pytest.raises(HpclabError, match="no run folder"):
         RunFolder.open("exp/r1", root=tmp_path)
+
+
+def test_a_status_change_appends_one_line_and_the_index_stays_small(tmp_path, monkeypatch):
+    """Does recording a status append one line instead of rewriting the index (the cost of a
+    status must not grow with the runs a learner has kept), a torn last line left by a killed
+    writer get cut at the next append, and the file get compacted once it holds twice the lines
+    of its runs?"""
+    folders = [RunFolder.create("grow", make_spec(kernel="stream", ntasks=1).to_dict(), "#!/bin/bash\n", root=tmp_path)
+               for _ in range(3)]
+    index_file = tmp_path / "index.jsonl"
+    lines = len(index_file.read_text().splitlines())
+    folders[0].set_status("running", job_id="1")
+    assert len(index_file.read_text().splitlines()) == lines + 1
+    with open(index_file, "a") as f:
+        f.write('{"experiment": "grow", "run_id": "torn')  # a writer killed mid-line
+    folders[1].set_status("running", job_id="2")
+    text = index_file.read_text()
+    assert "torn" not in text and text.endswith("\n")
+    assert {e["run_id"]: e["state"] for e in runs.index(tmp_path)} == {
+        folders[0].run_id: "running", folders[1].run_id: "running", folders[2].run_id: "pending"}
+    monkeypatch.setattr(runs, "COMPACT_MIN_BYTES", 1)  # compact as soon as the lines double, not at 64 KiB
+    for k in range(40):
+        folders[2].set_status("running", job_id=str(k))
+    assert len(index_file.read_text().splitlines()) <= runs.COMPACT_FACTOR * 3 + 1
+    entries = {e["run_id"]: e for e in runs.index(tmp_path)}
+    assert len(entries) == 3 and entries[folders[2].run_id]["job_id"] == "39"

@@ -384,12 +384,40 @@ def test_every_problem_is_listed():
     assert "(1)" in exc.value.what and "(2)" in exc.value.what
 
 
+def test_problems_come_in_the_documented_order():
+    """Does a spec wrong in many ways at once list its problems in the order the module's
+    docstring gives (resources, binding, MPI library, MCA, NUMA, kernel, tracer), each check of
+    the chain in turn?"""
+    spec = make_spec(kernel="stream", partition="wrk", nodes=3, ntasks=20, time="09:00:00",
+                     binding={"map_by": "core"}, mca={"btl": "self,vadr"}, numactl={"membind": "5"},
+                     args={"extra_args": ["--threads"]}, trace=True)
+    site_facts = facts(trace_lib=False)
+    found = [what for what, _ in spec_checks.problems(spec, SITE, site_facts)]
+    order = ["is not part of site", "has 2 node(s)", "more tasks than cores", "limit 01:00:00",
+             "is an mpirun option", "MCA btl component 'vadr'", "NUMA node(s) [5]",
+             "does not accept --threads", "trace: true needs"]
+    assert len(found) == len(order)
+    assert all(words in what for words, what in zip(order, found)), found
+    assert found == [what for check in spec_checks.CHECKS for what, _ in check(spec, SITE, site_facts)]
+
+
 def test_missing_binary_and_trace_library():
     """Does a missing kernel binary or trace library point at `make -C src`?"""
     sp = make_spec(kernel="stream", trace=True)
     with pytest.raises(HpclabError) as exc:
         spec_checks.check(sp, SITE, facts(kernel_help={"stream": None}, trace_lib=False))
     assert exc.value.hint.count("make -C src") == 2
+
+
+def test_a_kernel_whose_help_lists_nothing_is_named_not_every_flag():
+    """A kernel whose --help printed no options (its MPI library could not start) is one problem
+    quoting what it printed, not 'does not accept' for every flag with an empty list."""
+    sp = make_spec(kernel="stream", args={"size": 1000, "reps": 2})
+    printed = "Abort(807027984): Fatal error in internal_Init_thread: unsupported PMI version PMIx. Aborting."
+    with pytest.raises(HpclabError) as exc:
+        spec_checks.check(sp, SITE, facts(kernel_help={"stream": printed}))
+    assert "printed no options" in str(exc.value) and "PMIx" in str(exc.value)
+    assert "does not accept" not in str(exc.value)
 
 
 def test_cpu_bind_map_list_may_hold_several_cpus():

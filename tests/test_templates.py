@@ -86,6 +86,20 @@ def test_srun_binding_is_always_reported():
     assert "--cpu-bind=verbose " in text
 
 
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_a_render_looks_its_mpi_library_up_once(launcher, monkeypatch):
+    """Does rendering a job with mpi: look the library up by name once and hand the record to
+    every part of the script (module lines, environment, launch command, transport report)?"""
+    from hpclab.site import mpi_libraries
+
+    name = next(n for n in mpi_libraries.names() if n != mpi_libraries.SYSTEM)
+    looked_up, real = [], templates._library
+    monkeypatch.setattr(templates, "_library", lambda spec: looked_up.append(spec.mpi) or real(spec))
+    spec = make_spec(kernel="pingpong", ntasks=2, mpi=name, launcher=launcher)
+    text = templates.render(spec, load_site("local"), Path("/r/x"), bin_dir=BIN, lib_dir=LIB)
+    assert looked_up == [name]
+    assert mpi_libraries.get(name).module_name in text
+
 def _override(tmp_path, body):
     d = tmp_path / "tpl"
     d.mkdir()

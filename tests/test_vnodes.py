@@ -304,6 +304,14 @@ def _row(report: dict, nbytes: int) -> dict:
     return next(r for r in report["results"]["rows"] if r["bytes"] == nbytes)
 
 
+def _ended(pid: int) -> bool:
+    """Has process `pid` ended (gone, or a zombie its parent has not reaped yet)?"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def _wait_idle(names: list[str], timeout: float = 60) -> dict[str, str]:
     deadline = time.monotonic() + timeout
     states = {}
@@ -419,9 +427,15 @@ def test_up_after_a_crash_cleans_up_and_starts_fresh(vcluster):
     vcluster(2, 1, "unshaped")
     lay = config.layout()
     victims = [local.slurmctld_daemon(lay)] + [local.slurmd_daemon(lay, n) for n in config.load_nodes(lay)]
-    for d in victims:
-        os.kill(d.pid(), signal.SIGKILL)
-    time.sleep(0.5)
+    pids = [d.pid() for d in victims]
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    # up must meet them dead, not dying: wait until each is gone or a zombie (their pid files stay,
+    # as a crash leaves them)
+    end = time.monotonic() + 10
+    while alive := [p for p in pids if not _ended(p)]:
+        assert time.monotonic() < end, f"slurmctld and slurmd pids {alive} still alive 10 s after SIGKILL"
+        time.sleep(0.05)
     report = vnodes.up(nodes=2, cpus_per_node=1, link="unshaped")
     assert not report.already_running
     assert _wait_idle(["node1", "node2"]) == {"node1": "idle", "node2": "idle"}

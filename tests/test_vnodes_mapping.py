@@ -12,7 +12,7 @@ import pytest
 from hpclab.jobs import experiment
 from hpclab.core import paths
 from hpclab.analysis import imbalance as imb
-from hpclab.course import lesson_imbalance as lesson
+from hpclab.course.lessons import imbalance as lesson
 from hpclab.trace import mapping
 from hpclab.trace.load import load_run
 from hpclab.trace.matrix import aggregate, message_matrix

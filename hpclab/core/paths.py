@@ -32,6 +32,20 @@ def repo() -> Path:
     return REPO
 
 
+CLASSROOM_DEFAULT = Path("/opt/hpclab/classroom")
+
+
+def classroom_root() -> Path:
+    """Where `make classroom` puts a room (HPCLAB_CLASSROOM overrides; hpclab.classroom.layout)."""
+    return Path(os.environ.get("HPCLAB_CLASSROOM", CLASSROOM_DEFAULT))
+
+
+def instructors_labs() -> Path:
+    """The room's copy of the code labs with their solutions, readable by the instructors' group
+    only (hpclab.classroom.install.copy_lab_solutions writes it; the room's grader reads it)."""
+    return classroom_root() / "instructors" / "labs"
+
+
 def build_dir() -> Path:
     return REPO / "build"
 

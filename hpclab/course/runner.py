@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hpclab.course import fidelity
+from hpclab.course import fidelity, reading
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.site import profile as site_mod
@@ -42,7 +42,7 @@ def params(full: dict, fast: dict) -> dict:
 
 def resolve_notebooks(names: list[str]) -> list[Path]:
     """Course notebooks named by path, file name, stem or its number ('07', '07-pop-method',
-    'notebooks/07-pop-method.ipynb', 'lab-imbalance'); HpclabError naming the known ones otherwise."""
+    'notebooks/07-pop-method.ipynb', or a lab's folder name); HpclabError naming the known ones otherwise."""
     known = course_notebooks()
     out = []
     for name in names:
@@ -76,6 +76,7 @@ class NotebookResult:
     error: str = ""
     html: str = ""
     executed: str = ""
+    words: int = 0  # prose a learner reads, typed and generated (hpclab.course.reading)
 
 
 @dataclass
@@ -98,7 +99,7 @@ class CourseReport:
                  f"{self.jobs} Slurm job(s) submitted, {len(self.failures)} failure(s)"]
         for n in self.notebooks:
             mark = "ok  " if n.ok else "FAIL"
-            lines.append(f"  {mark} {n.path:<45} {n.seconds:6.1f} s  {n.jobs:3d} job(s)")
+            lines.append(f"  {mark} {n.path:<45} {n.seconds:6.1f} s  {n.jobs:3d} job(s)  {n.words:5d} words")
             if not n.ok:
                 # The end of a cell error is what happened (the exception and its hint).
                 tail = [l for l in n.error.splitlines() if l.strip() and not set(l.strip()) <= {"-"}][-2:]
@@ -153,7 +154,8 @@ def execute_notebook(src: Path, out_dir: Path, timeout: int = 900) -> NotebookRe
     page = out_dir / f"{stem}.html"
     page.write_text(body)
     return NotebookResult(rel, not error, seconds, _count_jobs() - jobs_before, error,
-                          html=page.name, executed=str(executed.relative_to(out_dir)))
+                          html=page.name, executed=str(executed.relative_to(out_dir)),
+                          words=reading.count(nb).total)
 
 
 def _keep_previous(out_dir: Path) -> None:
@@ -180,9 +182,13 @@ def write_index(report: CourseReport, out_dir: Path, fidelity_html: str = "") ->
         err = f"<pre>{html.escape(n.error)}</pre>" if n.error else ""
         rows.append(
             f"<tr class='{status}'><td><a href='{html.escape(n.html)}'>{html.escape(n.path)}</a></td>"
-            f"<td>{status}</td><td>{n.seconds:.1f}</td><td>{n.jobs}</td><td>{err}</td></tr>"
+            f"<td>{status}</td><td>{n.seconds:.1f}</td><td>{n.jobs}</td><td>{n.words}</td><td>{err}</td></tr>"
         )
     history = sorted((out_dir / "history").glob("*/index.html"), reverse=True) if (out_dir / "history").exists() else []
+    plan_html = ("<p>For instructors, from this run: <a href='plan.md'>a course day for 30 students</a> (the agenda; "
+                 "<code>hpclab course plan --students N --days 2</code> for another room) and "
+                 "<a href='instructor-notes.md'>the notes per notebook</a>.</p>"
+                 if (out_dir / "plan.md").exists() else "")
     hist = "".join(f"<li><a href='{h.relative_to(out_dir)}'>{h.parent.name}</a></li>" for h in history)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>hpclab course report</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;line-height:1.4}}
@@ -193,8 +199,9 @@ tr.failed td{{background:#fde8e8}}pre{{white-space:pre-wrap;font-size:.8em;margi
 {len(report.notebooks)} notebook(s), {report.jobs} Slurm job(s), {len(report.failures)} failure(s),
 {report.seconds:.0f} s{' (quick parameter set)' if report.quick else ''}.
 Every figure in these pages was measured during this run.</p>
-<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>jobs</th><th>error</th></tr>
+<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>jobs</th><th>words to read</th><th>error</th></tr>
 {''.join(rows)}</table>
+{plan_html}
 {fidelity_html}
 {'<h2>Earlier reports</h2><ul>' + hist + '</ul>' if hist else ''}
 </body></html>"""
@@ -203,8 +210,10 @@ Every figure in these pages was measured during this run.</p>
     return index
 
 
-def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None) -> CourseReport:
-    """Execute the course and write the report; returns the report (failures included, not raised)."""
+def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None, each=None) -> CourseReport:
+    """Execute the course and write the report; returns the report (failures included, not raised).
+    each: called as each(notebook, its NotebookResult) after every notebook (a recording notes
+    which runs each notebook made)."""
     out_dir = out_dir or paths.build_dir() / "course"
     notebooks = course_notebooks() if notebooks is None else notebooks
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -224,6 +233,8 @@ def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None)
             result = NotebookResult(str(nb.relative_to(paths.repo())), False, 0.0, 0,
                                     f"could not run: {exc}\n{traceback.format_exc(limit=2)}")
         report.notebooks.append(result)
+        if each is not None:
+            each(nb, result)
         print(f"[course]   {'ok' if result.ok else 'FAILED'} in {result.seconds:.1f} s", flush=True)
     report.seconds = time.monotonic() - t0
     if earlier_ledger is None:
@@ -233,8 +244,19 @@ def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None)
     (out_dir / "report.json").write_text(json.dumps(asdict(report), indent=1))
     rows = fidelity.collect(out_dir / "fidelity")
     fidelity.write_json(rows, out_dir / "fidelity.json")
+    if not notebooks_subset(notebooks):  # the whole course: the day's agenda and the instructor's notes
+        from hpclab.course import plan
+        try:
+            plan.write(folder=out_dir)
+        except HpclabError as exc:  # a plan is a by-product: the run's report stands without it
+            print(f"[course] no agenda written: {exc.one_line()}", flush=True)
     write_index(report, out_dir, fidelity.html_table(rows))
     return report
+
+
+def notebooks_subset(notebooks: list[Path]) -> bool:
+    """True when only some of the course's notebooks ran (their times would make a partial plan)."""
+    return set(notebooks) != set(course_notebooks())
 
 
 def require_notebooks() -> list[Path]:

@@ -13,6 +13,16 @@ Every spec is checked against its site before the first job is submitted, so a b
 submits nothing. A spec with repetitions R becomes R jobs (R run folders), submitted round by round
 across the specs (submission_order) so that repetitions of different specs alternate. Ctrl-C while waiting
 cancels the jobs still queued or running (scancel) and marks their folders cancelled.
+
+With `until=` the number of repetitions is not fixed: rounds (one job per spec, in spec order) are
+submitted and waited for one after the other until the caller's rule says the comparison is
+decided, or a cap of rounds or seconds is reached (run_until). Every completed run records what
+else used its node while it ran (hpclab.runs.parse.noise); with rerun_disturbed=True a run taken
+beside other work is submitted once more, its folder kept and marked.
+
+In a room in room mode (HPCLAB_RECORDED; hpclab.runs.recorded) the calls of the notebooks that do
+not fit the room submit nothing: they get the instructor's recorded runs of the same content
+(from_recording), and Runs.recorded says whose they are.
 """
 
 from __future__ import annotations
@@ -32,10 +42,12 @@ from hpclab.spec import checks as spec_checks
 from hpclab.jobs import templates
 from hpclab.site import profile as site_mod
 from hpclab.core.errors import (Cancelled, GaveUpWaiting, HpclabError, JobFailed, JobLost, NodeDrained,
-                                OutOfMemory, SubmissionRefused, TimedOut)
+                                OutOfMemory, SubmissionRefused, TcpUnpaired, TimedOut)
 from hpclab.jobs.progress import JobProgress
 from hpclab.kernels import registry
+from hpclab.runs import recorded
 from hpclab.runs.folder import RunFolder, run_table
+from hpclab.runs.parse import noise as noise_mod
 from hpclab.spec.model import Spec, make_spec
 
 STDERR_LINES = 12
@@ -64,6 +76,16 @@ class Run:
     def state(self) -> str:
         """pending, running, completed, failed, timeout or cancelled (as last recorded)."""
         return self.folder.status()["state"]
+
+    @property
+    def repetition(self) -> int | None:
+        """Which repetition (round) of its spec the run is: runs of one round pair up."""
+        return self.folder.status().get("repetition")
+
+    @property
+    def noise(self) -> str:
+        """Why the run counts as taken beside other work, in words; '' when it does not."""
+        return self.folder.status().get("noise", "")
 
     def __repr__(self) -> str:
         st = self.folder.status()
@@ -176,14 +198,68 @@ def submission_order(repetitions: list[int]) -> list[tuple[int, int]]:
     return [(i, rep) for rep in range(1, rounds + 1) for i, n in enumerate(repetitions) if rep <= n]
 
 
+class Runs(list):
+    """The runs of one call of run(): a list of Run grouped by spec as the specs were listed
+    (each spec's runs in the order of their repetitions), and how the call went.
+
+    groups: one list of runs per spec (what `until` is given). rounds: how many rounds of
+    repetitions were submitted. stopped: why no more rounds were submitted, in words ("decided
+    after 6 rounds", "cap of 10 rounds reached", "time cap of 60 s reached after 4 rounds"; ''
+    when the specs' own repetitions were run). replaced: (disturbed run, the run that repeated
+    it) pairs of rerun_disturbed; the lists hold the second in place of the first. recorded:
+    'recorded by <instructor> on <date>' when the runs were read from a room's recording (nothing
+    was submitted), else ''."""
+
+    recorded = ""
+
+    def __init__(self, groups: list[list[Run]], rounds: int = 0, stopped: str = "",
+                 replaced: list[tuple[Run, Run]] | None = None):
+        super().__init__(r for group in groups for r in group)
+        self.groups, self.rounds, self.stopped = groups, rounds, stopped
+        self.replaced = list(replaced or [])
+
+
+def _submit_batch(keys: list[tuple[int, int]], checked: list[tuple[Spec, site_mod.Site]],
+                  root: Path | None) -> dict[tuple[int, int], Run]:
+    """Prepare and submit one job per (spec index, repetition), in the order given; Ctrl-C
+    cancels the jobs already submitted."""
+    submitted: dict[tuple[int, int], Run] = {}
+    try:
+        for i, rep in keys:
+            sp, st = checked[i]
+            submitted[(i, rep)] = submit(prepare(sp, st, rep, root=root))
+    except KeyboardInterrupt:
+        cancel(list(submitted.values()), reason="interrupted (Ctrl-C) while submitting")
+        raise HpclabError(f"interrupted: cancelled the {len(submitted)} job(s) already submitted",
+                          "their run folders are kept, marked cancelled") from None
+    return submitted
+
+
 def run(specs: Spec | dict | list, wait: bool = True, progress: bool = True,
-        timeout: float | None = None, root: Path | None = None) -> list[Run]:
+        timeout: float | None = None, root: Path | None = None, *, until=None,
+        min_repetitions: int = 3, max_repetitions: int = 10, max_seconds: float | None = None,
+        rerun_disturbed: bool = False) -> Runs:
     """Validate, prepare and submit specs; by default wait for them.
 
     specs: a Spec, a spec dict, or a list of them. wait: block until every job ends (then raise
     HpclabError if any failed, timed out or was cancelled). progress: show a progress bar.
-    timeout: seconds to wait before cancelling what is left (None: no limit). root: runs folder
-    (default runs/). Returns one Run per job (a spec with repetitions R gives R runs)."""
+    timeout: seconds to wait before cancelling what is left (None: no limit; with until, for each
+    round). root: runs folder (default runs/). Returns Runs, a list with one Run per job (a spec
+    with repetitions R gives R runs), grouped by spec.
+
+    until: a rule that ends an experiment of adaptive length, until(runs_by_spec) -> bool, given
+    the completed runs of each spec (one list per spec, in round order) after every round from
+    min_repetitions on; the specs' own repetitions are then not used: see run_until for the
+    rounds, max_repetitions and max_seconds.
+
+    rerun_disturbed: submit once more every run whose noise watch says it was taken beside other
+    work (status.json noise; hpclab.runs.parse.noise), after its batch ended; the disturbed
+    run's folder stays, marked replaced_by, and the returned runs hold its repetition in its
+    place (Runs.replaced lists the pairs). Off by default: on a shared machine it can double an
+    experiment's time and the second run may be disturbed too (it is kept then, marked; it is
+    not repeated again), its run no longer alternates with the other specs' runs of its round,
+    and whether a disturbed run is worth its time is the caller's call (the flag is recorded
+    either way)."""
     if os.environ.get("NBGRADER_EXECUTION"):
         raise HpclabError("jobs are not submitted while nbgrader executes a notebook",
                           "grade from the run data that travels with the submission (hpclab.runs.folder.load)")
@@ -191,20 +267,139 @@ def run(specs: Spec | dict | list, wait: bool = True, progress: bool = True,
     specs_v = [s if isinstance(s, Spec) else make_spec(s) for s in items]
     if not specs_v:
         raise HpclabError("no specs to run", "pass a Spec or a list of Specs")
+    if (until is not None or rerun_disturbed) and not wait:
+        raise HpclabError(f"{'until' if until is not None else 'rerun_disturbed'} needs wait=True: "
+                          "what comes next depends on the runs that ended", "leave wait at its default")
+    room = recorded.active()
+    if room is not None and room.answers([sp.to_dict() for sp in specs_v]):
+        return from_recording(room, specs_v, wait=wait, until=until, min_repetitions=min_repetitions,
+                              max_repetitions=max_repetitions)
     checked = validate(specs_v)
-    submitted: dict[tuple[int, int], Run] = {}
-    try:
-        for i, rep in submission_order([sp.repetitions for sp, _ in checked]):
-            sp, st = checked[i]
-            submitted[(i, rep)] = submit(prepare(sp, st, rep, root=root))
-    except KeyboardInterrupt:
-        cancel(list(submitted.values()), reason="interrupted (Ctrl-C) while submitting")
-        raise HpclabError(f"interrupted: cancelled the {len(submitted)} job(s) already submitted",
-                          "their run folders are kept, marked cancelled") from None
-    runs = [submitted[key] for key in sorted(submitted)]  # grouped by spec, as listed
+    if until is not None:
+        return run_until(checked, until, min_repetitions=min_repetitions, max_repetitions=max_repetitions,
+                         max_seconds=max_seconds, progress=progress, timeout=timeout, root=root,
+                         rerun_disturbed=rerun_disturbed)
+    submitted = _submit_batch(submission_order([sp.repetitions for sp, _ in checked]), checked, root)
+    groups = [[submitted[key] for key in sorted(submitted) if key[0] == i] for i in range(len(checked))]
+    runs = Runs(groups, rounds=max((sp.repetitions for sp, _ in checked), default=0))
     if wait:
         wait_for(runs, timeout=timeout, progress=progress)
+        if rerun_disturbed:
+            pairs = rerun_disturbed_runs(groups, checked, root=root, timeout=timeout, progress=progress)
+            runs = Runs(groups, runs.rounds, replaced=pairs)
     return runs
+
+
+def run_until(checked: list[tuple[Spec, site_mod.Site]], until, min_repetitions: int = 3,
+              max_repetitions: int = 10, max_seconds: float | None = None, progress: bool = True,
+              timeout: float | None = None, root: Path | None = None, rerun_disturbed: bool = False) -> Runs:
+    """Rounds of repetitions until a rule says the comparison is decided (run(..., until=...)).
+
+    checked: (spec, site) pairs from validate. Each round submits one job per spec, in spec order,
+    as one batch, and waits for it, so job ids alternate A1 < B1 < A2 < B2 ...; each run's
+    status.json repetition is its round. From round min_repetitions on, until(runs_by_spec)
+    (one list of completed runs per spec) is called after every round; True stops. No more
+    rounds after max_repetitions, and none is started once max_seconds (counted from the first
+    submission) have passed or the next round, at the pace of the slowest so far, would end
+    after them. A failed run raises as wait_for does (raise_for_failures), the rounds before
+    it kept. Returns Runs; its stopped says why the rounds ended."""
+    if not 1 <= min_repetitions <= max_repetitions:
+        raise HpclabError(f"min_repetitions={min_repetitions}, max_repetitions={max_repetitions}: need "
+                          "1 <= min_repetitions <= max_repetitions", "e.g. min_repetitions=3, max_repetitions=10")
+    groups: list[list[Run]] = [[] for _ in checked]
+    replaced: list[tuple[Run, Run]] = []
+    start, slowest = time.monotonic(), 0.0
+    stopped, rnd = "", 0
+    while not stopped:
+        rnd += 1
+        began = time.monotonic()
+        batch = _submit_batch([(i, rnd) for i in range(len(checked))], checked, root)
+        for i in range(len(checked)):
+            groups[i].append(batch[(i, rnd)])
+        wait_for(list(batch.values()), timeout=timeout, progress=progress)
+        if rerun_disturbed:
+            replaced += rerun_disturbed_runs(groups, checked, among=list(batch.values()), root=root,
+                                             timeout=timeout, progress=progress)
+        slowest = max(slowest, time.monotonic() - began)
+        elapsed = time.monotonic() - start
+        if rnd >= min_repetitions and until([list(g) for g in groups]):
+            stopped = f"decided after {rnd} round{'s' if rnd > 1 else ''}"
+        elif rnd >= max_repetitions:
+            stopped = f"cap of {max_repetitions} round{'s' if max_repetitions > 1 else ''} reached"
+        elif max_seconds is not None and elapsed + slowest > max_seconds:
+            stopped = f"time cap of {max_seconds:g} s reached after {rnd} round{'s' if rnd > 1 else ''}"
+    return Runs(groups, rounds=rnd, stopped=stopped, replaced=replaced)
+
+
+def from_recording(room: recorded.Recording, specs: list[Spec], wait: bool = True, *, until=None,
+                   min_repetitions: int = 3, max_repetitions: int = 10) -> Runs:
+    """run() in room mode: the runs the instructor recorded for specs of the same content
+    (hpclab.runs.recorded), read-only; nothing is validated against the room's Slurm or submitted.
+
+    Each spec gets at most its repetitions of the recorded rounds; with until, the recorded rounds
+    are handed to the rule one by one as run_until would (from min_repetitions on, at most
+    max_repetitions), and the call ends where the rule decides or the recording does. A run that
+    failed when it was recorded raises as it did (wait=True). Raises HpclabError naming what to
+    record when a spec has no recorded run. Returns Runs with .recorded set."""
+    served = room.serve([sp.to_dict() for sp in specs],
+                        None if until is not None else [sp.repetitions for sp in specs])
+
+    def opened(path: Path) -> Run:
+        folder = RunFolder(path)
+        return Run(folder, make_spec(folder.spec(), source=f"spec.json of {path}"))
+
+    groups = [[opened(p) for p in group] for group in served.groups]
+    stopped = ""
+    if until is not None:
+        recorded_rounds, rnd = min(len(g) for g in groups), 0
+        while not stopped:
+            rnd += 1
+            raise_for_failures([g[rnd - 1] for g in groups])  # a failed round ends the call, as it did
+            if rnd >= min_repetitions and until([g[:rnd] for g in groups]):
+                stopped = f"decided after {rnd} round{'s' if rnd > 1 else ''}"
+            elif rnd >= max_repetitions:
+                stopped = f"cap of {max_repetitions} round{'s' if max_repetitions > 1 else ''} reached"
+            elif rnd >= recorded_rounds:
+                stopped = f"the recording ends after {rnd} round{'s' if rnd > 1 else ''}"
+        groups = [g[:rnd] for g in groups]
+    kept = {r.path: r for g in groups for r in g}
+    replaced = [(opened(old), kept[new]) for old, new in served.replaced if new in kept and old.is_dir()]
+    runs = Runs(groups, rounds=max(len(g) for g in groups), stopped=stopped, replaced=replaced)
+    runs.recorded = f"recorded by {served.by} on {served.date}"
+    notice(f"recorded-{room.folder}", f"room mode: this notebook shows {served.by}'s runs, recorded on "
+           f"{served.date} before the session; nothing is submitted for it (the labs run your own jobs)")
+    if wait:
+        raise_for_failures(runs)
+    return runs
+
+
+def rerun_disturbed_runs(groups: list[list[Run]], checked: list[tuple[Spec, site_mod.Site]],
+                         among: list[Run] | None = None, root: Path | None = None,
+                         timeout: float | None = None, progress: bool = True) -> list[tuple[Run, Run]]:
+    """Submit once more, as one batch, every completed run whose status says it was taken beside
+    other work (noise), and wait for them. groups: one list of runs per spec of `checked`; the
+    repetition takes the disturbed run's place there, with its repetition number. among: the
+    runs to look at (default: all of groups). Both folders are kept: the old one marked
+    replaced_by, the new one replaces. Returns the (disturbed, repetition) pairs."""
+    looked_at = {r.path for r in (among if among is not None else [r for g in groups for r in g])}
+    pairs = []
+    for i, group in enumerate(groups):
+        for k, old in enumerate(group):
+            if old.path not in looked_at or old.state != "completed" or not old.noise:
+                continue
+            sp, st = checked[i]
+            new = prepare(sp, st, old.repetition or 1, root=root)
+            new.folder.set_status("pending", replaces=old.run_id)
+            submit(new)
+            old.folder.set_status(old.state, replaced_by=new.run_id)
+            group[k] = new
+            pairs.append((old, new))
+    if pairs:
+        notice(f"rerun-{pairs[0][0].run_id}",
+               f"{len(pairs)} run(s) taken beside other work submitted once more: "
+               + "; ".join(f"{old.run_id} ({old.noise})" for old, _ in pairs))
+        wait_for([new for _, new in pairs], timeout=timeout, progress=progress)
+    return pairs
 
 
 # --- waiting ---------------------------------------------------------------------------------------
@@ -247,6 +442,8 @@ def _finish(run: Run, info: slurm.JobInfo) -> None:
     if state == "failed" and (info.slurm_state == "OUT_OF_MEMORY" or memory_killed(run)):
         reason = oom_reason(run, info)
         failure = "out_of_memory"
+    elif state == "failed" and tcp_unpaired(run):
+        reason, failure = TCP_UNPAIRED, "tcp_unpaired"
     elif state in ("failed", "cancelled") or info.slurm_state == "NODE_FAIL":
         trouble = _node_failures(info.nodes, run.folder.status())
         if trouble:  # the job died with a node: say which, and what brings it back
@@ -263,8 +460,37 @@ def _finish(run: Run, info: slurm.JobInfo) -> None:
                   + (f" (Slurm: {reason})" if reason else ""))
     if state != "completed":
         extra["failure"] = failure or {"timeout": "timed_out", "cancelled": "cancelled"}.get(state, "failed")
+    else:
+        extra.update(_noise(run))
     run.folder.set_status(state, slurm_state=info.slurm_state, exit_code=info.exit_code,
                           reason=reason, elapsed=info.elapsed, **extra)
+
+
+def _noise(run: Run) -> dict:
+    """What else used the run's node while it ran (hpclab.runs.parse.noise): the numbers into
+    provenance/noise.json; for a run taken beside other work, {"noise": the reason in words}
+    for its status. {} when the job did not record it."""
+    found = noise_mod.run_noise(run.path)
+    if found is None:
+        return {}
+    if not run.folder.noise_json.exists():
+        run.folder.write("provenance/noise.json", json.dumps({**found.to_dict(), "text": found.text()}, indent=2) + "\n")
+    return {"noise": found.text()} if found.disturbed else {}
+
+
+# Open MPI's TCP BTL when it pairs no local interface with a remote one (btl_tcp_proc.c)
+_UNPAIRED = "Unable to find reachable pairing between local and remote interfaces"
+TCP_UNPAIRED = ("Open MPI's TCP transport found no pair of interfaces to connect the ranks ('Unable to find "
+                "reachable pairing'): on a host with IPv6 beside IPv4, Open MPI 5.0.7 pairs none "
+                "(open-mpi/ompi#14079, fixed later in 5.0). Name the interface and leave IPv6 out: "
+                "OMPI_MCA_btl_tcp_if_include=lo (one node) or the nodes' interface, and "
+                "OMPI_MCA_btl_tcp_disable_family=6; the site profile's tcp_interfaces sets both for every job")
+
+
+def tcp_unpaired(run: Run) -> bool:
+    """Did the run's Open MPI fail to pair TCP interfaces? (its words in the run's stderr or stdout)"""
+    return any(f.is_file() and _UNPAIRED in f.read_text(errors="replace")
+               for f in (run.folder.stderr, run.folder.stdout))
 
 
 def memory_use(job_id: str) -> tuple[float | None, float | None]:
@@ -420,9 +646,11 @@ def refresh(runs: list[Run]) -> list[Run]:
                 _lost(r, st)  # a running job is always visible: Slurm forgot it
             elif info.state == "pending" and st["state"] == "running":
                 _requeued(r, info, st)
-            elif info.state != st["state"] or (info.nodes and info.nodes != st.get("nodes")) or (
+            elif info.state != st["state"] or (info.nodes and not st.get("nodes")) or (
                     info.state == "pending" and info.reason != st.get("reason") and not st.get("requeued")):
-                extra = {"nodes": info.nodes} if info.nodes else {}
+                # the nodes of an attempt are the ones it started on: a job whose node died shows
+                # only the live ones while it completes, and the failed node must stay named
+                extra = {"nodes": info.nodes} if info.nodes and (info.state != st["state"] or not st.get("nodes")) else {}
                 r.folder.set_status(info.state, reason=info.reason, **extra)
     return runs
 
@@ -535,7 +763,10 @@ def wait_for(runs: list[Run], timeout: float | None = None, progress: bool = Tru
                                f"{_last_words(r, last.get(r.job_id or ''))}")
                 break
             time.sleep(poll)
-            poll = min(poll * 1.3, 3.0)
+            # every second for the first minute (a course's experiment ends within it, and each
+            # round of an adaptive one is waited for: a 3 s poll left a core idle up to 3 s per
+            # round), then every 3 s (a room of students waiting in the queue, each polling squeue)
+            poll = min(poll * 1.3, 1.0 if time.monotonic() - start < 60 else 3.0)
     except KeyboardInterrupt:
         cancel(runs, reason="interrupted (Ctrl-C) while waiting")
         bar.close()
@@ -596,7 +827,7 @@ def died_in_mpi_startup(run: Run) -> bool:
 # A run's cause of failure as recorded in its status.json ("failure"), and the error class that names it.
 FAILURES: dict[str, type[JobFailed]] = {
     "failed": JobFailed, "out_of_memory": OutOfMemory, "timed_out": TimedOut, "gave_up_waiting": GaveUpWaiting,
-    "cancelled": Cancelled, "node_drained": NodeDrained, "job_lost": JobLost,
+    "cancelled": Cancelled, "node_drained": NodeDrained, "job_lost": JobLost, "tcp_unpaired": TcpUnpaired,
 }
 
 
@@ -649,6 +880,9 @@ def raise_for_failures(runs: list[Run]) -> None:
                 "runs that completed are kept")
     elif all(isinstance(f, OutOfMemory) for f in failures):
         hint = "ask for more memory (spec field mem or mem_per_cpu) or make the problem smaller"
+    elif all(isinstance(f, TcpUnpaired) for f in failures):
+        hint = ("name the TCP interface: tcp_interfaces in the site profile (sites/local.yaml has it), or "
+                "env: {OMPI_MCA_btl_tcp_if_include: lo, OMPI_MCA_btl_tcp_disable_family: '6'} in the spec")
     else:
         hint = "read stderr and job.sh in the run folder; fix the spec and run again"
     cls = next(c for c in type(failures[0]).__mro__ if all(isinstance(f, c) for f in failures))

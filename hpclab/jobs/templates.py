@@ -6,6 +6,8 @@ A Spec becomes a readable Slurm batch script from the Jinja2 templates in slurm-
 srun words from `step_argv`. The site's part of every submission (partition, account, QoS,
 constraint) is decided in one place, `site_options`; the lines that load the site's modules (Lmod,
 hpclab.site.modules) in one place too, `module_lines`, for batch scripts and job steps alike.
+A render looks the spec's MPI library up once and hands its record, with the launcher, the
+kernel's folders and the environment decided from it, to every part of the script (`_Job`).
 
 The template search path is $HPCLAB_TEMPLATES (a ':'-separated list of folders, searched first,
 so an instructor can override any template) followed by the repository's slurm-templates/. Each
@@ -21,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -96,14 +99,14 @@ def site_options(site: Site, partition: str | None = None) -> dict[str, str]:
     return opts
 
 
-def module_lines(site: Site, mpi: str | None = None) -> list[str]:
+def module_lines(site: Site, lib: mpi_libraries.MpiLibrary | None = None) -> list[str]:
     """The bash lines that load the site's modules (after `module use` of its modulepath) and,
-    with MPI library `mpi` (a spec's mpi:), the site's module for it last, each failure stopping
-    the job with a message naming the module (hpclab.site.modules.load_lines); [] for a site
-    without modules and no `mpi`."""
+    with MPI library `lib` (the record of a spec's mpi:), the site's module for it last, each
+    failure stopping the job with a message naming the module (hpclab.site.modules.load_lines);
+    [] for a site without modules and no `lib`."""
     mods, path = list(site.modules), list(site.modulepath)
-    if mpi is not None:
-        entry, lib = site.mpi(mpi), mpi_libraries.get(mpi)
+    if lib is not None:
+        entry = site.mpi(lib.name)
         mods.append((entry and entry.module) or lib.module_name)
         folder = (entry and entry.modulepath) or str(mpi_libraries.modulefiles_dir())
         if folder not in path:
@@ -112,7 +115,33 @@ def module_lines(site: Site, mpi: str | None = None) -> list[str]:
 
 
 def _library(spec: Spec) -> mpi_libraries.MpiLibrary | None:
+    """The record of the spec's MPI library (mpi:), None without one; a render looks it up once
+    (_resolve) and passes the record on."""
     return mpi_libraries.get(spec.mpi) if spec.mpi is not None else None
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What rendering a spec decides once and every part of the script reads: the spec's MPI
+    library record (None: the system Open MPI), the launcher that starts the ranks, the folders
+    of the kernel binaries and of the tracer, and the exported environment."""
+
+    spec: Spec
+    site: Site
+    lib: mpi_libraries.MpiLibrary | None
+    launcher: str
+    bin_dir: Path
+    lib_dir: Path
+    env: dict[str, str]
+
+
+def _resolve(spec: Spec, site: Site, bin_dir: Path | None = None, lib_dir: Path | None = None) -> _Job:
+    """The _Job of `spec` on `site`; bin_dir/lib_dir default to the build of the spec's library."""
+    lib = _library(spec)
+    launcher = spec.launcher or (lib.launcher.kind if lib is not None else site.launcher)
+    default_bin, default_lib = mpi_libraries.build_dirs(spec.mpi)
+    return _Job(spec, site, lib, launcher, bin_dir or default_bin, lib_dir or default_lib,
+                _environment_of(spec, site, lib))
 
 
 def _sbatch_line(key: str, value: str) -> str:
@@ -120,11 +149,20 @@ def _sbatch_line(key: str, value: str) -> str:
 
 
 def job_environment(spec: Spec, site: Site | None = None) -> dict[str, str]:
-    """Variables exported in the job script: the site's env, OpenMP settings, OMPI_MCA_<name>
-    for each MCA selection (read by Open MPI under srun and mpirun alike), the variables that make
-    the spec's MPI library (mpi:) report what carried the messages, the spec's env."""
+    """Variables exported in the job script: the site's env, the variables that keep the MPI
+    library's TCP on the interface the site names for the job's place (one node: the loopback;
+    several: the network joining them), OpenMP settings, OMPI_MCA_<name> for each MCA selection
+    (read by Open MPI under srun and mpirun alike), the variables that make the spec's MPI
+    library (mpi:) report what carried the messages, the spec's env (last: a spec may override)."""
+    return _environment_of(spec, site, _library(spec))
+
+
+def _environment_of(spec: Spec, site: Site | None, lib: mpi_libraries.MpiLibrary | None) -> dict[str, str]:
+    """job_environment with the spec's library record `lib` already looked up."""
     env = dict(site.env) if site is not None else {}
-    lib = _library(spec)
+    if site is not None:  # a job without mpi: runs the system Open MPI (or the site's module of it)
+        pinned = lib or mpi_libraries.get(mpi_libraries.SYSTEM)
+        env.update(pinned.tcp_environment(spec.nodes, site.tcp_interface(spec.nodes)))
     if lib is not None:
         env.update(lib.report_env)
     if spec.oversubscribe:
@@ -140,51 +178,63 @@ def launch_argv(spec: Spec, site: Site, out_dir: str = '"$OUT_DIR"', bin_dir: Pa
     """The launch command as shell words (already quoted where needed): launcher and binding
     options, the numactl prefix, the kernel and its arguments, --json into the run folder (a
     kernel that runs the spec's command: that command, without --json)."""
-    lib = _library(spec)
-    default_bin, default_lib = mpi_libraries.build_dirs(spec.mpi)
-    bin_dir = bin_dir or default_bin
-    lib_dir = lib_dir or default_lib
-    launcher = spec.launcher or (lib.launcher.kind if lib is not None else site.launcher)
-    b = spec.binding
-    trace_env = [f"LD_PRELOAD={shlex.quote(str(lib_dir / 'libmpitrace.so'))}",
+    return _launch_words(_resolve(spec, site, bin_dir, lib_dir), out_dir)
+
+
+def _launch_words(job: _Job, out_dir: str = '"$OUT_DIR"') -> list[str]:
+    """launch_argv of a resolved job."""
+    spec = job.spec
+    trace_env = [f"LD_PRELOAD={shlex.quote(str(job.lib_dir / 'libmpitrace.so'))}",
                  f"MPITRACE_DIR={out_dir}/trace"] if spec.trace else []
-    if launcher == "srun":
-        start = ((lib.launcher_for("srun") or lib.launcher).words(lib.bindir) if lib is not None
-                 else ["srun", f"--mpi={site.srun_mpi}"])
-        words = [*start, f"--cpus-per-task={spec.cpus_per_task}",
-                 "--cpu-bind=" + ("verbose," + b.cpu_bind if b.cpu_bind else "verbose")]
-        if spec.oversubscribe:
-            words.append("--overcommit")
-        if b.distribution:
-            words.append(f"--distribution={shlex.quote(b.distribution)}")
-        if b.hint:
-            words.append(f"--hint={b.hint}")
-        if trace_env:  # only the kernel gets the tracer, not the script's own commands
-            words.append("--export=ALL," + ",".join(trace_env))
-    else:
-        own = (lib.launcher_for("mpirun") or lib.launcher) if lib is not None else _SYSTEM_MPIRUN
-        words = own.words(lib.bindir if lib is not None else Path())
-        words += ["--oversubscribe"] if spec.oversubscribe else []
-        for flag, value in (("--map-by", b.map_by), ("--rank-by", b.rank_by), ("--bind-to", b.bind_to)):
-            if value:
-                words += [flag, shlex.quote(value)]
-        if b.report_bindings:
-            words += list(own.bindings)
-        # mpirun forwards OMPI_MCA_* by itself; everything else must be named with -x (a launcher
-        # without env_flag passes the whole environment)
-        for name in job_environment(spec, site) if own.env_flag else ():
-            if not name.startswith("OMPI_MCA_"):
-                words += [own.env_flag, name]
-        for item in trace_env:
-            words += [own.env_flag, item] if own.env_flag else [f"env {item}"]
+    words = _srun_words(job, trace_env) if job.launcher == "srun" else _mpirun_words(job, trace_env)
     if spec.numactl is not None and spec.numactl.argv():
         words.append(" ".join(spec.numactl.argv()))  # one word: the wrapper stays on one line
     unit = registry.get(spec.kernel)
     if not unit.contract:  # the spec's own program, its paths made absolute with the spec
         return words + [shlex.quote(w) for w in spec.command]
-    words.append(shlex.quote(str(bin_dir / unit.binary)))
+    words.append(shlex.quote(str(job.bin_dir / unit.binary)))
     words += [shlex.quote(a) for a in spec.args.to_argv()]
     words.append(f"--json {out_dir}/result.json")
+    return words
+
+
+def _srun_words(job: _Job, trace_env: list[str]) -> list[str]:
+    """srun (the library's own srun launcher, or the site's PMI) and its binding options."""
+    spec, lib, b = job.spec, job.lib, job.spec.binding
+    start = ((lib.launcher_for("srun") or lib.launcher).words(lib.bindir) if lib is not None
+             else ["srun", f"--mpi={job.site.srun_mpi}"])
+    words = [*start, f"--cpus-per-task={spec.cpus_per_task}",
+             "--cpu-bind=" + ("verbose," + b.cpu_bind if b.cpu_bind else "verbose")]
+    if spec.oversubscribe:
+        words.append("--overcommit")
+    if b.distribution:
+        words.append(f"--distribution={shlex.quote(b.distribution)}")
+    if b.hint:
+        words.append(f"--hint={b.hint}")
+    if trace_env:  # only the kernel gets the tracer, not the script's own commands
+        words.append("--export=ALL," + ",".join(trace_env))
+    return words
+
+
+def _mpirun_words(job: _Job, trace_env: list[str]) -> list[str]:
+    """mpirun (the library's, or the system Open MPI's), its binding options and the variables
+    it must pass on."""
+    spec, lib, b = job.spec, job.lib, job.spec.binding
+    own = (lib.launcher_for("mpirun") or lib.launcher) if lib is not None else _SYSTEM_MPIRUN
+    words = own.words(lib.bindir if lib is not None else Path())
+    words += ["--oversubscribe"] if spec.oversubscribe else []
+    for flag, value in (("--map-by", b.map_by), ("--rank-by", b.rank_by), ("--bind-to", b.bind_to)):
+        if value:
+            words += [flag, shlex.quote(value)]
+    if b.report_bindings:
+        words += list(own.bindings)
+    # mpirun forwards OMPI_MCA_* by itself; everything else must be named with -x (a launcher
+    # without env_flag passes the whole environment)
+    for name in job.env if own.env_flag else ():
+        if not name.startswith("OMPI_MCA_"):
+            words += [own.env_flag, name]
+    for item in trace_env:
+        words += [own.env_flag, item] if own.env_flag else [f"env {item}"]
     return words
 
 
@@ -226,30 +276,27 @@ def render(spec: Spec, site: Site, run_dir: Path, bin_dir: Path | None = None,
     bin_dir/lib_dir default to build/bin and build/lib; dirs to template_dirs(). Returns the
     script text; raises HpclabError when no template exists for the kernel or one is broken."""
     dirs = dirs or template_dirs()
-    bin_dir = bin_dir or mpi_libraries.build_dirs(spec.mpi)[0]
-    name = registry.get(spec.kernel).template
+    job = _resolve(spec, site, bin_dir, lib_dir)
+    lib, unit = job.lib, registry.get(spec.kernel)
     options = sbatch_options(spec, site, Path(run_dir))
-    lib = _library(spec)
-    launcher = spec.launcher or (lib.launcher.kind if lib is not None else site.launcher)
     if lib is not None:
-        pattern = (lib.launcher_for(launcher) or lib.launcher).binding_pattern
+        pattern = (lib.launcher_for(job.launcher) or lib.launcher).binding_pattern
     else:
-        pattern = "cpu-bind" if launcher == "srun" else _SYSTEM_MPIRUN.binding_pattern
+        pattern = "cpu-bind" if job.launcher == "srun" else _SYSTEM_MPIRUN.binding_pattern
     context = {
         "kernel": spec.kernel, "experiment": spec.experiment, "run_id": Path(run_dir).name,
-        "template": name, "run_dir": str(run_dir), "trace": spec.trace,
+        "template": unit.template, "run_dir": str(run_dir), "trace": spec.trace,
         "sbatch_lines": sorted(_sbatch_line(k, v) for k, v in options.items()),
-        "sbatch": options, "modules": list(site.modules), "module_lines": module_lines(site, spec.mpi),
-        "env": list(job_environment(spec, site).items()),
-        "launcher": launcher, "launch": _wrap(launch_argv(spec, site, bin_dir=bin_dir, lib_dir=lib_dir)),
-        "kernel_exe": str(bin_dir / registry.get(spec.kernel).binary) if registry.get(spec.kernel).contract
-        else spec.command[0],
+        "sbatch": options, "modules": list(site.modules), "module_lines": module_lines(site, lib),
+        "env": list(job.env.items()),
+        "launcher": job.launcher, "launch": _wrap(_launch_words(job)),
+        "kernel_exe": str(job.bin_dir / unit.binary) if unit.contract else spec.command[0],
         "binding_pattern": pattern, "mpi": lib,
         "mpi_report": " ".join(shlex.quote(w.replace("{bin}", str(lib.bindir))) for w in lib.report_command)
         if lib is not None else "",
         "spec": spec,
     }
-    text = _render_template(name, context, dirs,
+    text = _render_template(unit.template, context, dirs,
                             "every kernel needs slurm-templates/<kernel>.sh.j2 (and preamble.sh.j2)")
     return _ensure_required(text, options)
 

@@ -12,10 +12,13 @@ profiler run `runs/_profiles/<experiment>/<id>/`, an interactive engines' sessio
 The same file names hold in them (stdout, stderr, result.json, command.txt); the '_' keeps them
 out of the index. They too are new folders, never reused.
 
-`runs/index.jsonl` lists every run (one JSON object a line). It is rewritten atomically under a
-lock, so a process killed at any moment leaves either the old or the new index, and it can always
-be rebuilt from the folders (`rebuild_index()`); `index()` does that by itself when the folders
-and the index disagree. `load("stream")` turns the results of many runs into one tidy DataFrame.
+`runs/index.jsonl` lists every run (one JSON object a line). A new run or a changed status
+appends one line under a lock (the last line of a run wins), so recording a status costs the same
+with ten runs or ten thousand; the file is rewritten whole, atomically, only to compact it (once
+it holds more than twice as many lines as runs) or to rebuild it. A process killed at any moment
+leaves at worst one torn last line, which is skipped and cut off at the next append, and the index
+can always be rebuilt from the folders (`rebuild_index()`); `index()` does that by itself when the
+folders and the index disagree. `load("stream")` turns the results of many runs into one tidy DataFrame.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class RunFolder:
     status_json = property(lambda self: self.path / "status.json")
     provenance = property(lambda self: self.path / "provenance")
     trace_dir = property(lambda self: self.path / "trace")
+    noise_json = property(lambda self: self.path / "provenance" / "noise.json")  # what else ran beside it
     command_txt = property(lambda self: self.path / "command.txt")  # a job step's command line
     ipython_profile = property(lambda self: self.path / "profile")  # a session's ipyparallel profile
 
@@ -241,30 +245,69 @@ def _entry(folder: RunFolder) -> dict | None:
 
 
 def _read(root: Path) -> list[dict]:
+    """The index's entries, one per run (a run's last line wins), sorted by run id."""
+    return sorted(_read_lines(root)[0].values(), key=lambda e: (str(e.get("run_id")), str(e.get("experiment"))))
+
+
+def _read_lines(root: Path) -> tuple[dict, int]:
+    """({(experiment, run_id): its last entry}, lines in the file)."""
     p = _index_path(root)
     if not p.is_file():
-        return []
-    out = []
-    for line in p.read_text().splitlines():
+        return {}, 0
+    latest: dict = {}
+    lines = p.read_text().splitlines()
+    for line in lines:
         with contextlib.suppress(ValueError):
-            out.append(json.loads(line))
-    return out
+            e = json.loads(line)
+            latest[(e.get("experiment"), e.get("run_id"))] = e
+    return latest, len(lines)
 
 
 def _write(root: Path, entries: list[dict]) -> None:
     entries = sorted(entries, key=lambda e: (e["run_id"], e["experiment"]))
-    write_atomic(_index_path(root), "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries))
+    text = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries)
+    write_atomic(_index_path(root), text)
+    write_atomic(root / ".index.size", f"{len(text.encode())}\n")
+
+
+COMPACT_FACTOR = 2  # rewrite the index once it holds this many lines per run
+COMPACT_MIN_BYTES = 1 << 16  # and not before it is this large: a small index costs nothing to read
 
 
 def update_index(folder: RunFolder, root: Path | None = None) -> None:
-    """Add or refresh one run's line in runs/index.jsonl (atomic rewrite under a lock)."""
+    """Add or refresh one run's entry in runs/index.jsonl: one line appended under the lock (a
+    torn last line left by a killed writer is cut first), and the file compacted, atomically,
+    once it holds COMPACT_FACTOR times more lines than runs."""
     root = Path(root or paths.runs_dir())
     entry = _entry(folder)
     if entry is None:
         return
+    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
     with _locked(root):
-        entries = [e for e in _read(root) if (e.get("experiment"), e.get("run_id")) != (entry["experiment"], entry["run_id"])]
-        _write(root, entries + [entry])
+        path = _index_path(root)
+        with open(path, "ab+") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            if size:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":  # a writer killed mid-line: drop the torn line
+                    f.seek(0)
+                    body = f.read()
+                    f.truncate(body.rfind(b"\n") + 1)
+            f.seek(0, os.SEEK_END)
+            f.write(line)
+            size = f.tell()
+        if size > COMPACT_FACTOR * max(_compacted_size(root), COMPACT_MIN_BYTES):  # no read on every append
+            latest, lines = _read_lines(root)
+            if lines > COMPACT_FACTOR * len(latest):
+                _write(root, list(latest.values()))
+
+
+def _compacted_size(root: Path) -> int:
+    """The index's size when it was last written whole (0 if never)."""
+    with contextlib.suppress(OSError, ValueError):
+        return int((root / ".index.size").read_text())
+    return 0
 
 
 def run_folders(root: Path | None = None) -> list[RunFolder]:
@@ -277,7 +320,14 @@ def run_folders(root: Path | None = None) -> list[RunFolder]:
                 for d in exp.iterdir():
                     if d.is_dir() and not d.name.startswith(".") and (d / "status.json").is_file():
                         found.append(RunFolder(d))
-    return sorted(found, key=lambda f: (f.run_id, f.experiment))
+    return sorted(found, key=_creation_order)
+
+
+def _creation_order(folder: RunFolder) -> tuple:
+    """Oldest first: a run id's time has whole seconds, so runs of one second are put in the order
+    Slurm numbered their jobs (the id's random suffix would order them by chance)."""
+    job = str(folder.status().get("job_id") or "")
+    return (folder.run_id[:15], int(job) if job.isdigit() else float("inf"), folder.run_id, folder.experiment)
 
 
 def _remove_abandoned(root: Path, age: float = 3600.0) -> None:
@@ -316,8 +366,10 @@ def index(root: Path | None = None) -> list[dict]:
 
 
 def run_table(folder: RunFolder):
-    """One run's tidy rows (hpclab.runs.parse.parse_run) plus run_id, experiment, job_id, state and
-    the spec's fields as dotted columns (omp.num_threads, binding.cpu_bind, args.size, ...)."""
+    """One run's tidy rows (hpclab.runs.parse.parse_run) plus run_id, experiment, job_id, state,
+    repetition, disturbed (taken beside other work: status.json noise), replaced_by (the run that
+    repeated a disturbed one, else None) and the spec's fields as dotted columns (omp.num_threads,
+    binding.cpu_bind, args.size, ...)."""
     # pandas (and the parsers, which use it) only here: writing and listing run folders, as
     # `hpclab run` and the experiment driver do, does not need it
     import pandas as pd
@@ -330,7 +382,8 @@ def run_table(folder: RunFolder):
     df = parse_run(folder.path, spec["kernel"])
     df = df.copy() if isinstance(df, pd.DataFrame) else pd.DataFrame(df)
     run_cols = {"run_id": folder.run_id, "experiment": folder.experiment, "job_id": st.get("job_id"),
-                "state": st.get("state"), "repetition": st.get("repetition")}
+                "state": st.get("state"), "repetition": st.get("repetition"),
+                "disturbed": bool(st.get("noise")), "replaced_by": st.get("replaced_by")}
     try:
         spec_cols = make_spec(spec).flat()
     except HpclabError:  # a spec written by an older version: show its raw fields

@@ -1,13 +1,17 @@
 """Checks of a spec against the site and this machine, run before anything is submitted.
 
-Each problem becomes one line of an HpclabError that says what is wrong and what to change:
-more tasks than cores, a partition the site does not have, a time limit above the partition's,
-an MCA component that `ompi_info` does not list, a NUMA node that does not exist, binding
-options that belong to the other launcher, a kernel flag the kernel's --help does not know, or a
-missing kernel binary / trace library, or (kernel: program) a program that is missing or not
-executable; an MPI library (mpi:) the site does not offer (did you mean), that is not installed,
-that does not start with the launcher asked for (the measured reason), or that has no MCA. The facts (cores, components, NUMA nodes, --help texts)
-come from `gather_facts`; tests pass their own Facts to check the rules on any machine.
+`problems` runs the checks of CHECKS in turn, each a small function of the spec, the site and the
+facts that returns the problems it finds; each problem becomes one line of an HpclabError that
+says what is wrong and what to change. In that order: a partition the site does not have, more
+nodes than it has, more tasks than cores, more memory than a node has, a time limit above the
+partition's; binding options that belong to the other launcher; an MPI library (mpi:) the site
+does not offer (did you mean) or hpclab has no record of, that is not installed, that does not
+start with the launcher asked for (the measured reason), or that has no MCA; an MCA component
+that `ompi_info` does not list; a NUMA node that does not exist; a missing kernel binary or a
+flag its --help does not know; the kernel's own checks (kernel: program, a program that is
+missing or not executable); a missing trace library. The facts (cores, components, NUMA nodes,
+--help texts) come from `gather_facts`; tests pass their own Facts to check the rules on any
+machine.
 """
 
 from __future__ import annotations
@@ -85,92 +89,143 @@ def _library(spec: Spec, site: Site) -> mpi_libraries.MpiLibrary | None:
     return mpi_libraries.get(spec.mpi)
 
 
-def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
-    """Every problem of `spec` on `site` given `facts`, as (what, what to do) pairs; [] if none."""
-    out: list[tuple[str, str]] = []
-    part = facts.partition
-    chosen = _library(spec, site)
-    launcher = spec.launcher or (chosen.launcher.kind if chosen is not None else site.launcher)
+# Each check takes the spec, the site and the facts and returns the problems it finds, as (what,
+# what to do) pairs; problems() chains them in CHECKS' order, which is the order of the messages.
+Problems = list[tuple[str, str]]
 
-    # resources ----------------------------------------------------------------------------
+
+def _partition_exists(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """A partition the site does not have."""
     if spec.partition and spec.partition not in site.partition_names():
-        out.append((f"partition {spec.partition!r} is not part of site {site.name!r}"
-                    f"{did_you_mean(spec.partition, site.partition_names())}",
-                    f"use one of: {', '.join(site.partition_names())}"))
+        return [(f"partition {spec.partition!r} is not part of site {site.name!r}"
+                 f"{did_you_mean(spec.partition, site.partition_names())}",
+                 f"use one of: {', '.join(site.partition_names())}")]
+    return []
+
+
+def _nodes_fit(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """More nodes than the partition has, or than its limit."""
+    part = facts.partition
     if part.nodes is not None and spec.nodes > part.nodes:
-        out.append((f"nodes={spec.nodes} but partition {part.name!r} has {part.nodes} node(s)",
-                    f"ask for at most nodes={part.nodes}"))
-    elif part.max_nodes is not None and spec.nodes > part.max_nodes:
-        out.append((f"nodes={spec.nodes} is above the limit of partition {part.name!r} ({part.max_nodes})",
-                    f"ask for at most nodes={part.max_nodes}"))
-    if part.cores_per_node is not None:
-        cores = part.cores_per_node
-        total = min(spec.nodes, part.nodes or spec.nodes) * cores
-        need = spec.ntasks * spec.cpus_per_task
-        if spec.oversubscribe:
-            if need > OVERSUBSCRIBE_FACTOR * total:
-                out.append((f"oversubscribe allows at most {OVERSUBSCRIBE_FACTOR} tasks per core: ntasks={spec.ntasks} x "
-                            f"cpus_per_task={spec.cpus_per_task} = {need} on {total} core(s)",
-                            f"use at most ntasks={OVERSUBSCRIBE_FACTOR * total // spec.cpus_per_task}"))
-        elif need > total:
-            out.append((f"more tasks than cores: ntasks={spec.ntasks} x cpus_per_task={spec.cpus_per_task} "
-                        f"= {need} cores, but {spec.nodes} node(s) of partition {part.name!r} have {total}",
-                        f"use at most ntasks={total // spec.cpus_per_task} with cpus_per_task={spec.cpus_per_task}"
-                        f", or more nodes"))
-        else:
-            per_node = spec.ntasks_per_node or math.ceil(spec.ntasks / spec.nodes)
-            if per_node * spec.cpus_per_task > cores and not spec.oversubscribe:
-                out.append((f"{per_node} task(s) per node x cpus_per_task={spec.cpus_per_task} does not fit "
-                            f"on one node of {part.name!r} ({cores} cores)",
-                            "lower ntasks_per_node or cpus_per_task"))
-    if part.mem_per_node is not None:
-        per_node_tasks = spec.ntasks_per_node or math.ceil(spec.ntasks / spec.nodes)
-        need_mb = spec.mem or (spec.mem_per_cpu or 0) * per_node_tasks * spec.cpus_per_task
-        if need_mb > part.mem_per_node:
-            asked = f"mem={spec.mem}" if spec.mem else (
-                f"mem_per_cpu={spec.mem_per_cpu} x {per_node_tasks * spec.cpus_per_task} CPU(s) per node")
-            out.append((f"{asked} MB is more memory than a node of partition {part.name!r} has "
-                        f"({part.mem_per_node} MB)", f"ask for at most {part.mem_per_node} MB per node"))
+        return [(f"nodes={spec.nodes} but partition {part.name!r} has {part.nodes} node(s)",
+                 f"ask for at most nodes={part.nodes}")]
+    if part.max_nodes is not None and spec.nodes > part.max_nodes:
+        return [(f"nodes={spec.nodes} is above the limit of partition {part.name!r} ({part.max_nodes})",
+                 f"ask for at most nodes={part.max_nodes}")]
+    return []
+
+
+def _cores_fit(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """More tasks than cores (or than OVERSUBSCRIBE_FACTOR per core), or more per node than a node has."""
+    part = facts.partition
+    if part.cores_per_node is None:
+        return []
+    cores = part.cores_per_node
+    total = min(spec.nodes, part.nodes or spec.nodes) * cores
+    need = spec.ntasks * spec.cpus_per_task
+    if spec.oversubscribe:
+        if need > OVERSUBSCRIBE_FACTOR * total:
+            return [(f"oversubscribe allows at most {OVERSUBSCRIBE_FACTOR} tasks per core: ntasks={spec.ntasks} x "
+                     f"cpus_per_task={spec.cpus_per_task} = {need} on {total} core(s)",
+                     f"use at most ntasks={OVERSUBSCRIBE_FACTOR * total // spec.cpus_per_task}")]
+        return []
+    if need > total:
+        return [(f"more tasks than cores: ntasks={spec.ntasks} x cpus_per_task={spec.cpus_per_task} "
+                 f"= {need} cores, but {spec.nodes} node(s) of partition {part.name!r} have {total}",
+                 f"use at most ntasks={total // spec.cpus_per_task} with cpus_per_task={spec.cpus_per_task}"
+                 f", or more nodes")]
+    per_node = spec.ntasks_per_node or math.ceil(spec.ntasks / spec.nodes)
+    if per_node * spec.cpus_per_task > cores:
+        return [(f"{per_node} task(s) per node x cpus_per_task={spec.cpus_per_task} does not fit "
+                 f"on one node of {part.name!r} ({cores} cores)",
+                 "lower ntasks_per_node or cpus_per_task")]
+    return []
+
+
+def _memory_fits(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """More memory per node (mem, or mem_per_cpu times the CPUs of a node) than a node has."""
+    part = facts.partition
+    if part.mem_per_node is None:
+        return []
+    per_node_tasks = spec.ntasks_per_node or math.ceil(spec.ntasks / spec.nodes)
+    need_mb = spec.mem or (spec.mem_per_cpu or 0) * per_node_tasks * spec.cpus_per_task
+    if need_mb <= part.mem_per_node:
+        return []
+    asked = f"mem={spec.mem}" if spec.mem else (
+        f"mem_per_cpu={spec.mem_per_cpu} x {per_node_tasks * spec.cpus_per_task} CPU(s) per node")
+    return [(f"{asked} MB is more memory than a node of partition {part.name!r} has "
+             f"({part.mem_per_node} MB)", f"ask for at most {part.mem_per_node} MB per node")]
+
+
+def _time_fits(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """A time limit above the partition's."""
+    part = facts.partition
     if part.max_time is not None and spec.time_seconds() > time_seconds(part.max_time):
-        out.append((f"time={spec.time} is above partition {part.name!r}'s limit {part.max_time}",
-                    f"use time: {part.max_time} or less"))
+        return [(f"time={spec.time} is above partition {part.name!r}'s limit {part.max_time}",
+                 f"use time: {part.max_time} or less")]
+    return []
 
-    # launcher vs binding ----------------------------------------------------------------------
-    if spec.launcher is None:  # the site's default decides which binding options make sense
-        wrong = spec.binding.mpirun_fields() if launcher == "srun" else spec.binding.srun_fields()
-        if wrong:
-            other = "mpirun" if launcher == "srun" else "srun"
-            who = f"MPI library {chosen.name}" if chosen is not None else f"site {site.name!r}"
-            out.append((f"binding.{wrong[0]} is an {other} option, but {who} launches with {launcher}",
-                        f"set launcher: {other} in the spec, or use the {launcher} binding options"))
 
-    # the MPI library: offered by the site, known to hpclab, installed, started its own way -------
+def _binding_fits_launcher(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """Binding options of the other launcher than the one that will start the job (when the spec
+    leaves the launcher to the MPI library or the site)."""
+    if spec.launcher is not None:
+        return []
+    chosen = _library(spec, site)
+    launcher = chosen.launcher.kind if chosen is not None else site.launcher
+    wrong = spec.binding.mpirun_fields() if launcher == "srun" else spec.binding.srun_fields()
+    if not wrong:
+        return []
+    other = "mpirun" if launcher == "srun" else "srun"
+    who = f"MPI library {chosen.name}" if chosen is not None else f"site {site.name!r}"
+    return [(f"binding.{wrong[0]} is an {other} option, but {who} launches with {launcher}",
+             f"set launcher: {other} in the spec, or use the {launcher} binding options")]
+
+
+def _mpi_known(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """An MPI library (mpi:) the site does not offer, or that hpclab has no record of."""
+    if spec.mpi is None:
+        return []
+    offered = site.mpi_names()
+    if spec.mpi not in offered:
+        return [(f"mpi {spec.mpi!r} is not offered by site {site.name!r}{did_you_mean(spec.mpi, offered)}",
+                 f"use one of: {', '.join(offered)}" if offered else
+                 "the site profile lists no mpi_libraries; leave mpi: unset")]
+    if _library(spec, site) is None:
+        return [(f"mpi {spec.mpi!r} has no record in hpclab/site/mpi_libraries.py"
+                 f"{did_you_mean(spec.mpi, mpi_libraries.names())}",
+                 f"name a known library in the site profile: {', '.join(mpi_libraries.names())}")]
+    return []
+
+
+def _mpi_usable(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """The spec's MPI library not installed, not starting with the launcher asked for (the
+    measured reason), or given mca: without having MCA."""
     mpi = _library(spec, site)
-    if spec.mpi is not None:
-        offered = site.mpi_names()
-        if spec.mpi not in offered:
-            out.append((f"mpi {spec.mpi!r} is not offered by site {site.name!r}{did_you_mean(spec.mpi, offered)}",
-                        f"use one of: {', '.join(offered)}" if offered else
-                        "the site profile lists no mpi_libraries; leave mpi: unset"))
-        elif mpi is None:
-            out.append((f"mpi {spec.mpi!r} has no record in hpclab/site/mpi_libraries.py"
-                        f"{did_you_mean(spec.mpi, mpi_libraries.names())}",
-                        f"name a known library in the site profile: {', '.join(mpi_libraries.names())}"))
-    if mpi is not None:
-        if not mpi.installed():
-            out.append((f"MPI library {mpi.name} is not installed ({mpi.mpicc} is missing)",
-                        "install it with `make mpi-libraries`"))
-        if mpi.launcher_for(spec.launcher) is None:
-            why = "; ".join(reason for how, reason in mpi.refused.items()
-                            if how.split()[0] == spec.launcher) or "it was not measured to work here"
-            out.append((f"{mpi.name} does not start with {spec.launcher} here ({why})",
-                        f"leave launcher: unset; {mpi.name} starts with `{' '.join(mpi.launcher.argv)}`"))
-        if spec.mca and facts.components is None:
-            out.append((f"mca: selects Open MPI components, which {mpi.name} does not have",
-                        f"select its transport in env: with {', '.join(mpi.selection)}"))
+    if mpi is None:
+        return []
+    out: Problems = []
+    if not mpi.installed():
+        out.append((f"MPI library {mpi.name} is not installed ({mpi.mpicc} is missing)",
+                    "install it with `make mpi-libraries`"))
+    if mpi.launcher_for(spec.launcher) is None:
+        why = "; ".join(reason for how, reason in mpi.refused.items()
+                        if how.split()[0] == spec.launcher) or "it was not measured to work here"
+        out.append((f"{mpi.name} does not start with {spec.launcher} here ({why})",
+                    f"leave launcher: unset; {mpi.name} starts with `{' '.join(mpi.launcher.argv)}`"))
+    if spec.mca and facts.components is None:
+        out.append((f"mca: selects Open MPI components, which {mpi.name} does not have",
+                    f"select its transport in env: with {', '.join(mpi.selection)}"))
+    return out
 
-    # Open MPI components and parameters -------------------------------------------------------
-    for key, value in (spec.mca.items() if facts.components is not None else ()):
+
+def _mca_known(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """An MCA component ompi_info does not list, or an MCA name that is neither a framework nor
+    a parameter (a library without MCA: _mpi_usable says so)."""
+    if facts.components is None:
+        return []
+    out: Problems = []
+    for key, value in spec.mca.items():
         if key in facts.components:
             have = sorted(facts.components[key])
             for comp in value.lstrip("^").split(","):
@@ -183,39 +238,81 @@ def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
             guess = did_you_mean(key, sorted(facts.params) + sorted(facts.components))
             out.append((f"MCA name {key!r} is neither a framework nor a parameter of this Open MPI{guess}",
                         "list them with `ompi_info --parsable --all | grep ':param:'`"))
-
-    # NUMA ---------------------------------------------------------------------------------------
-    if spec.numactl is not None:
-        missing = sorted(spec.numactl.nodes() - set(facts.numa_nodes))
-        if missing:
-            out.append((f"numactl names NUMA node(s) {missing}, but this machine has "
-                        f"{sorted(facts.numa_nodes)} (numactl -H)",
-                        f"use node numbers from {sorted(facts.numa_nodes)}"))
-
-    # the kernel binary and its flags ----------------------------------------------------------
-    help_text = facts.kernel_help.get(spec.kernel)
-    bin_dir, lib_dir = mpi_libraries.build_dirs(mpi.name if mpi is not None else None)
-    exe = bin_dir / registry.get(spec.kernel).binary
-    if spec.kernel in facts.kernel_help and help_text is None:
-        out.append((f"kernel binary {exe} does not exist",
-                    "build the kernels with `make -C src`" if mpi is None else
-                    "build them with `make mpi-libraries`"))
-    elif help_text:
-        for flag in [a for a in spec.args.to_argv() if a.startswith("--")]:
-            name = flag.split("=")[0]
-            if not re.search(re.escape(name) + r"(?![A-Za-z0-9-])", help_text):
-                known = sorted(set(re.findall(r"--[a-z][a-z0-9-]*", help_text)))
-                out.append((f"{spec.kernel} does not accept {name} (its --help lists {', '.join(known)})"
-                            f"{did_you_mean(name, known)}",
-                            f"remove it, or run `{exe} --help`"))
-    unit = registry.get(spec.kernel)
-    if unit.problems is not None:  # the kernel's own checks on this machine (program: its command)
-        out += unit.problems(spec)
-    if spec.trace and not facts.trace_lib:
-        out.append((f"trace: true needs {lib_dir / 'libmpitrace.so'}, which does not exist",
-                    ("build it with `make -C src`" if mpi is None else "build it with `make mpi-libraries`")
-                    + ", or set trace: false"))
     return out
+
+
+def _numa_nodes_exist(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """numactl naming a NUMA node this machine does not have."""
+    if spec.numactl is None:
+        return []
+    missing = sorted(spec.numactl.nodes() - set(facts.numa_nodes))
+    if not missing:
+        return []
+    return [(f"numactl names NUMA node(s) {missing}, but this machine has "
+             f"{sorted(facts.numa_nodes)} (numactl -H)",
+             f"use node numbers from {sorted(facts.numa_nodes)}")]
+
+
+def _kernel_binary_and_flags(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """A missing kernel binary, or a flag its --help does not list."""
+    mpi = _library(spec, site)
+    help_text = facts.kernel_help.get(spec.kernel)
+    exe = mpi_libraries.build_dirs(mpi.name if mpi is not None else None)[0] / registry.get(spec.kernel).binary
+    if spec.kernel in facts.kernel_help and help_text is None:
+        return [(f"kernel binary {exe} does not exist",
+                 "build the kernels with `make -C src`" if mpi is None else "build them with `make mpi-libraries`")]
+    if not help_text:  # not asked (a kernel without output contract), or an empty --help
+        return []
+    out: Problems = []
+    if not re.search(r"--[a-z]", help_text):   # it did not start: MPI_Init failed, a library is missing
+        tail = " | ".join(help_text.strip().splitlines()[-3:])
+        return [(f"`{exe.name} --help` printed no options, so its arguments cannot be checked; it printed: {tail}",
+                 f"run `{exe} --help` by hand: an MPI library that cannot start shows there")]
+    for flag in [a for a in spec.args.to_argv() if a.startswith("--")]:
+        name = flag.split("=")[0]
+        if not re.search(re.escape(name) + r"(?![A-Za-z0-9-])", help_text):
+            known = sorted(set(re.findall(r"--[a-z][a-z0-9-]*", help_text)))
+            out.append((f"{spec.kernel} does not accept {name} (its --help lists {', '.join(known)})"
+                        f"{did_you_mean(name, known)}",
+                        f"remove it, or run `{exe} --help`"))
+    return out
+
+
+def _kernel_own_checks(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """The kernel's own checks on this machine (program: its command)."""
+    unit = registry.get(spec.kernel)
+    return list(unit.problems(spec)) if unit.problems is not None else []
+
+
+def _trace_library_exists(spec: Spec, site: Site, facts: Facts) -> Problems:
+    """trace: true without the tracer library built for the spec's MPI library."""
+    if not spec.trace or facts.trace_lib:
+        return []
+    mpi = _library(spec, site)
+    lib_dir = mpi_libraries.build_dirs(mpi.name if mpi is not None else None)[1]
+    return [(f"trace: true needs {lib_dir / 'libmpitrace.so'}, which does not exist",
+             ("build it with `make -C src`" if mpi is None else "build it with `make mpi-libraries`")
+             + ", or set trace: false")]
+
+
+CHECKS = (
+    # resources
+    _partition_exists, _nodes_fit, _cores_fit, _memory_fits, _time_fits,
+    # launcher vs binding
+    _binding_fits_launcher,
+    # the MPI library: offered by the site, known to hpclab, installed, started its own way
+    _mpi_known, _mpi_usable,
+    # Open MPI components and parameters, NUMA
+    _mca_known, _numa_nodes_exist,
+    # the kernel: its binary and flags, its own checks, the tracer
+    _kernel_binary_and_flags, _kernel_own_checks, _trace_library_exists,
+)
+
+
+def problems(spec: Spec, site: Site, facts: Facts) -> list[tuple[str, str]]:
+    """Every problem of `spec` on `site` given `facts`, as (what, what to do) pairs, each check
+    of CHECKS in turn; [] if none."""
+    return [found for one in CHECKS for found in one(spec, site, facts)]
 
 
 def check(spec: Spec, site: Site | None = None, facts: Facts | None = None) -> None:

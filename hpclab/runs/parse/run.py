@@ -18,6 +18,7 @@ import pandas as pd
 from hpclab.core.errors import HpclabError
 from hpclab.kernels import registry
 from hpclab.kernels.contract import doc_attrs, load_result, read_text, records
+from hpclab.runs.parse import network
 from hpclab.runs.parse.bindings import parse_bindings
 from hpclab.site import topology
 
@@ -147,7 +148,8 @@ def parse_run(run_dir: str | Path, kernel: str) -> pd.DataFrame:
     hpclab.kernels.registry.names(). Returns that kernel's table (registry.get(kernel).table;
     the columns are listed in hpclab/kernels/<kernel>.py):
     - pingpong: one row per message size (bytes, repetitions, t_usec, mbytes_per_sec, pml, btl,
-      mtl, transport, transport_source);
+      mtl, transport, transport_source, interface: the network interface that carried the bytes,
+      "none", or None when the job did not count them; hpclab.runs.parse.network);
     - stream: one row per (rank, function) (mb_s [MB/s], host, cpu, allowed, threads,
       thread_cpus);
     - poisson: one row per (rank, phase) (kind compute|mpi, seconds, rank_total, coords, ...);
@@ -197,6 +199,10 @@ def parse_run(run_dir: str | Path, kernel: str) -> pd.DataFrame:
     table = _add_bindings(table, bindings)
     attrs["bindings"] = records(bindings)
     attrs["provenance"] = run_provenance(run_dir, doc)
+    sent = network.bytes_sent(run_dir)
+    attrs["bytes_sent"] = sent
+    if "transport" in table:  # beside what the library said, the interface the bytes went through
+        table["interface"] = network.carried_by(sent)
     table.attrs.clear()
     table.attrs.update(attrs)
     return table

@@ -1,12 +1,16 @@
-"""Notebook 90's measurement on the engines: a ping-pong between ranks 0 and 1 with mpi4py.
+"""The interactive lesson (notebook 90): MPI from Python on ipyparallel engines that are the ranks of
+one Slurm job, and what Python costs per message.
 
-The functions run on the ipyparallel engines (hpclab.tools.interactive.MPIEngines), which import
-them from here; the analysis of their rows is hpclab.analysis.python_overhead.
+Its measurement on the engines: a ping-pong between ranks 0 and 1 with mpi4py. The functions run
+on the ipyparallel engines (hpclab.tools.interactive.MPIEngines), which import them from here; the
+analysis of their rows is hpclab.analysis.python_overhead. It has no lab and tests no claim of
+the seeds.
 """
 
 from __future__ import annotations
 
 from hpclab.core.errors import HpclabError
+from hpclab.course.lessons import Lesson, register
 
 
 def pingpong_mpi4py(sizes: list[int], reps: int = 1000, api: str = "buffer",
@@ -73,3 +77,7 @@ def _round_trips(comm, api: str, buf, obj, warm: int, n: int) -> float:
                 obj = comm.recv(source=0, tag=1)
                 comm.send(obj, dest=0, tag=1)
     return MPI.Wtime() - t0
+
+
+LESSON = register(Lesson("interactive", "Interactive MPI: mpi4py on engines that are the ranks of a Slurm job",
+                         ("90-interactive-mpi.ipynb",)))

@@ -1,0 +1,1 @@
+"""The fake Slurm of the experiment-path tests: see fakeslurm.py."""
