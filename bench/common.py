@@ -17,10 +17,11 @@ def summary(samples: list[float]) -> dict:
     return {"n": len(samples), "min": min(samples), "median": statistics.median(samples), "max": max(samples)}
 
 
-def write_table(name: str, title: str, rows: list[dict], notes: list[str] = ()) -> Path:
-    """Write build/bench/<name>.md and .json; rows are dicts with the same keys (first = label)."""
+def write_table(name: str, title: str, rows: list[dict], notes: list[str] = (), with_json: bool = True) -> Path:
+    """Write build/bench/<name>.md and (with_json) .json; rows are dicts with the same keys (first = label)."""
     BENCH_DIR.mkdir(parents=True, exist_ok=True)
-    (BENCH_DIR / f"{name}.json").write_text(json.dumps({"title": title, "rows": rows, "notes": list(notes)}, indent=1))
+    if with_json:
+        (BENCH_DIR / f"{name}.json").write_text(json.dumps({"title": title, "rows": rows, "notes": list(notes)}, indent=1))
     keys = list(rows[0]) if rows else []
     fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
     lines = [f"# {title}", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hpclab.course import fidelity
+from hpclab.course import fidelity, lessons
+from hpclab.course.lessons import scaling
 from hpclab.core.errors import HpclabError
 
 
@@ -25,7 +26,7 @@ def test_collect_lists_every_claim_and_marks_unrecorded_ones(tmp_path, monkeypat
     monkeypatch.setenv(fidelity.LEDGER_ENV, str(tmp_path / "ledger"))
     fidelity.record(fidelity.make_row("numa", "1 NUMA node", "not shown", "single NUMA node", ["r1"]))
     rows = fidelity.collect()
-    assert [r.id for r in rows] == list(fidelity.CLAIMS)
+    assert [r.id for r in rows] == [c.id for c in lessons.claims()]
     numa = next(r for r in rows if r.id == "numa")
     assert numa.runs == ["r1"] and numa.here == "1 NUMA node"
     others = [r for r in rows if r.id != "numa"]
@@ -50,19 +51,20 @@ def _captured_callgrind(ranks: int = 1, tool: str = "callgrind"):
 
 def test_hotspots_row_from_a_captured_one_rank_callgrind_profile_is_partly():
     """Does a one-rank callgrind profile (the solver's loops lead, MPI library 5 %) give 'partly',
-    saying that a one-rank run cannot test 'ahead of the MPI library', and name the leading loop?"""
+    saying that the claim's MPI part is not shown by a one-rank run, and name the leading loop?"""
     profile = _captured_callgrind()
-    row = fidelity.hotspots(profile)
+    row = scaling.hotspots(profile)
     shares = profile.phases().set_index("phase")["share"]
-    assert row.reproduced == "partly" and "one rank" in row.why and "not tested" in row.why
+    assert row.reproduced == "partly" and "one rank" in row.why and "MPI part is not shown" in row.why
+    assert "MPI part (MPIDI_CH3I_Progress in the seed's top five): not shown" in row.here
     assert shares.idxmax() in row.here and row.runs == ["cg-1"] and row.evidence == "measured"
 
 
 def test_hotspots_yes_only_from_exact_counts_of_a_multi_rank_run():
     """Is 'yes' given for exact counts (callgrind) on one rank of a 2-rank run, and 'partly' for
     one sampled profile (perf) of the same shares?"""
-    assert fidelity.hotspots(_captured_callgrind(ranks=2)).reproduced == "yes"
-    assert fidelity.hotspots(_captured_callgrind(ranks=2, tool="perf record")).reproduced == "partly"
+    assert scaling.hotspots(_captured_callgrind(ranks=2)).reproduced == "yes"
+    assert scaling.hotspots(_captured_callgrind(ranks=2, tool="perf record")).reproduced == "partly"
 
 
 def test_course_run_writes_fidelity_json_and_the_table(tmp_path, monkeypatch):

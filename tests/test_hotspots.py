@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from hpclab.analysis import roofline
+from hpclab.course.lessons import scaling as scaling_lesson
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.plots import roofline as roofline_plots
@@ -379,7 +380,7 @@ def test_no_recorded_memory_resident_run_exceeds_its_roof():
     assert (mem["share"] <= 1.0).all()
     assert (mem["max"] <= mem["roof_lups"]).all()
     assert set(t.loc[t["share"] > 1.0, "residency"]) <= {"L1", "L2", "L3", "partly cached"}
-    row = roofline.roofline_fidelity(rates, stream, caches)
+    row = scaling_lesson.roofline_fidelity(rates, stream, caches)
     assert row["share"] == pytest.approx(row["reported_share"] * 3 / 4)  # Triad: 24 B of 32 counted
 
 

@@ -1,4 +1,4 @@
-"""Tests for hpclab.analysis.imbalance, with the lesson recipes of hpclab.course.lesson_imbalance and
+"""Tests for hpclab.analysis.imbalance, with the lesson recipes of hpclab.course.lessons.imbalance and
 the figures of hpclab.plots.imbalance (notebooks 05 and 05b): configurations, the split table and its
 summary, iteration windows, the pingpong-fitted model, the seed-scale simulation, node ports and
 mappings of a measured trace. Exact answers where the inputs are built by hand; one cluster test
@@ -14,7 +14,7 @@ import pytest
 
 from hpclab.analysis import imbalance as imb
 from hpclab.plots import imbalance as imb_plots
-from hpclab.course import lesson_imbalance as lesson
+from hpclab.course.lessons import imbalance as lesson
 from hpclab.core.errors import HpclabError
 from hpclab.trace.builder import TraceBuilder
 from hpclab.trace.mapping import blocked_mapping, internode_messages, linear_mapping
@@ -406,21 +406,21 @@ TWO_CASES = (("tile", 4, 4, "blocking", "linear"), ("strip", 1, 16, "blocking", 
 def test_subdomain_shapes_keep_the_row_length_and_scale_the_points():
     """Does the seed's 1x384 strip (3600 x 9) keep its 9-point rows and get 4x the rows at scale 4,
     the 24x16 tile (150 x 225) 4x its rows, and keep='aspect' double both sides instead?"""
-    tab = imb.subdomain_shapes(scale=4.0).set_index("case")
+    tab = imb.subdomain_shapes(lesson.SEED_CASES, scale=4.0).set_index("case")
     assert tuple(tab.loc["1D 1x384", ["seed_x", "seed_y", "local_x", "local_y"]]) == (3600, 9, 14400, 9)
     assert tuple(tab.loc["2D 24x16", ["seed_x", "seed_y", "local_x", "local_y"]]) == (150, 225, 600, 225)
     assert tuple(tab.loc["1D 384x1", ["seed_x", "seed_y", "local_x", "local_y"]]) == (9, 3600, 36, 3600)
     assert tab.loc["1D 1x384", "ranks"] == 240  # 3600 = 144 x 10 + 240 x 9: the 9-point strips win
     assert (tab["points"] == 4 * tab["seed_x"] * tab["seed_y"]).all()
-    asp = imb.subdomain_shapes(scale=4.0, keep="aspect").set_index("case")
+    asp = imb.subdomain_shapes(lesson.SEED_CASES, scale=4.0, keep="aspect").set_index("case")
     assert tuple(asp.loc["1D 1x384", ["local_x", "local_y"]]) == (7200, 18)
     assert tuple(asp.loc["2D 24x16", ["local_x", "local_y"]]) == (300, 450)
-    one = imb.subdomain_shapes(scale=1.0).set_index("case")
+    one = imb.subdomain_shapes(lesson.SEED_CASES, scale=1.0).set_index("case")
     assert (one["local_x"] == one["seed_x"]).all() and (one["local_y"] == one["seed_y"]).all()
     with pytest.raises(HpclabError, match="keep"):
-        imb.subdomain_shapes(keep="square")
+        imb.subdomain_shapes(lesson.SEED_CASES, keep="square")
     with pytest.raises(HpclabError, match="positive"):
-        imb.subdomain_shapes(scale=0)
+        imb.subdomain_shapes(lesson.SEED_CASES, scale=0)
 
 
 def test_cache_scale_is_this_machines_l2_over_ivy_bridges():
@@ -432,7 +432,7 @@ def test_cache_scale_is_this_machines_l2_over_ivy_bridges():
 def test_subdomain_specs_run_each_distinct_shape_once_on_one_rank():
     """Is there one single-rank spec per distinct local shape (cases sharing a shape share runs),
     solving that rectangle with --shape?"""
-    shapes = imb.subdomain_shapes(scale=1.0)  # the seed's five cases: three distinct shapes
+    shapes = imb.subdomain_shapes(lesson.SEED_CASES, scale=1.0)  # the seed's five cases: three distinct shapes
     specs = lesson.subdomain_specs(shapes, repetitions=2)
     assert len(specs) == 3 and all(s.ntasks == 1 and s.repetitions == 2 for s in specs)
     assert sorted(s.args.shape for s in specs) == ["150x225", "3600x9", "9x3600"]
@@ -510,3 +510,28 @@ def test_measure_subdomains_on_real_slurm(cluster, tmp_path, monkeypatch):
         run = experiment.Run.open(tmp_path / "runs" / "t05-subdomains" / run_id)
         assert run.state == "completed" and run.result()["results"]["shape"] in ([8, 8], [32, 2])
     assert set(imb.subdomain_rates(tab)) == {"tile", "strip"}
+
+
+def _pingpong_run(times: dict):
+    """A stand-in for a pingpong Run: result() gives a report with one row per size."""
+    from types import SimpleNamespace
+
+    doc = {"kernel": "pingpong", "results": {"rows": [{"bytes": b, "repetitions": 100, "t_usec": t,
+                                                         "mbytes_per_sec": b / t} for b, t in times.items()]}}
+    return SimpleNamespace(result=lambda: doc)
+
+
+def test_the_model_is_fitted_to_the_median_of_three_pingpongs():
+    """One of three pingpongs disturbed (a rank switched out: 30x the latency, a tenth of the
+    bandwidth) moves neither the rows nor the fitted link: the median of each size is one of the
+    two undisturbed runs'; a single Run is taken as it is."""
+    quiet = {b: 0.8 + b / 9500 for b in (1, 64, 1024, 8192, 65536)}
+    slower = {b: 0.85 + b / 9000 for b in quiet}
+    disturbed = {b: 24.0 + b / 980 for b in quiet}
+    rows = imb.median_rows([_pingpong_run(quiet), _pingpong_run(disturbed), _pingpong_run(slower)])
+    assert [r["t_usec"] for r in rows] == [slower[b] for b in sorted(quiet)]
+    intra, _, _ = imb.link_rows({"intra": [_pingpong_run(quiet), _pingpong_run(disturbed), _pingpong_run(slower)],
+                                 "inter": None})
+    model = imb.pingpong_model(intra)
+    assert model.intra.latency_ns / 1e3 < 1.5 and model.intra.bandwidth_bpns * 1e3 > 8000
+    assert imb.median_rows(_pingpong_run(disturbed))[0]["t_usec"] == disturbed[1]

@@ -36,6 +36,8 @@ def test_the_figure_draws_the_points_of_a_group_no_line_fits():
     table = _table()
     noisy = table[table["run_id"].isin(["g0", "n0"])]
     fig = figures.latency_bandwidth(noisy, by="transport", size_range=(8192, 1 << 20))
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    # one legend below the panels (none inside a panel, where it would cover points)
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any(lab.startswith("tcp: no line fits (time does not grow") for lab in labels)
     assert any(lab.startswith("sm: L = ") for lab in labels)

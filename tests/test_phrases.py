@@ -1,8 +1,10 @@
-"""Do the course's sentences say only what the numbers support, and flip when the sides swap?"""
+"""Do the course's sentences say only what the numbers support (decided by hpclab.analysis.stats),
+and flip when the sides swap?"""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -18,31 +20,74 @@ def ns_per_element(kernel: str) -> list[float]:
     return [r["results"]["kernels"][kernel]["min_time"] / r["results"]["array_elements"] * 1e9 for r in runs]
 
 
-def test_copy_is_slower_than_sum_beyond_the_spread_on_recorded_runs():
-    """Copy reads two lines per element (one by write-allocate), Sum one: on the recorded runs
-    Copy is about 2x slower and the ranges do not overlap."""
+def test_three_recorded_runs_a_side_are_too_few_even_with_ranges_apart():
+    """Copy's 3 recorded runs all lie above Sum's, as its second read per element predicts; but
+    ranges of 3 and 3 runs of one distribution fall apart one time in ten. Is it no winner, with
+    the counts needed for 95 % and the numbers?"""
     c = phrases.compare(ns_per_element("Copy"), ns_per_element("Sum"), a_name="Copy", b_name="Sum",
                         quantity="time per element", unit="ns")
-    assert c.beyond_spread and c.winner == "Sum"
-    assert "Copy is 1.9x slower than Sum, beyond the spread of 3 runs" in c.sentence()
+    assert not c.a.overlaps(c.b) and phrases.chance_apart(3, 3) == 0.1
+    assert not c.enough_runs and c.outcome == "undecided" and not c.beyond_spread and c.winner is None
+    assert c.sentence().startswith("Copy and Sum cannot be told apart with so few runs (3 runs each): "
+                                   "a 95 % CI of their time per element needs at least 4 runs each")
+    assert "ratio 1.90" in c.sentence() and "medians 0.856 vs 0.449 ns" in c.sentence()
 
 
-def test_swapping_the_sides_flips_the_sentence():
-    c = phrases.compare(ns_per_element("Copy"), ns_per_element("Sum"), a_name="Copy", b_name="Sum",
-                        quantity="time per element", unit="ns")
+def timings(seed: int, n: int, sigma: float, scale: float = 1.0) -> list[float]:
+    """n lognormal timings around `scale` (ms), multiplicative noise `sigma`."""
+    rng = random.Random(seed)
+    return [scale * rng.lognormvariate(0.0, sigma) for _ in range(n)]
+
+
+def words_before_numbers(sentence: str) -> int:
+    return len(sentence.split("(")[0].split())
+
+
+def test_a_decided_difference_names_the_winner_first_and_flips_when_swapped():
+    """Slow 1.8x Fast, 6 runs each: 'Slow is 1.8x slower than Fast' with the CI of that factor,
+    and the swapped comparison 'Fast is 1.8x faster than Slow' with the same winner?"""
+    c = phrases.compare(timings(1, 6, 0.02, 1.8), timings(2, 6, 0.02), a_name="Slow", b_name="Fast",
+                        quantity="time", unit="ms")
     s = c.swapped()
-    assert s.winner == c.winner == "Sum"
-    assert "Sum is 1.9x faster than Copy" in s.sentence()
-    assert "slower" in c.sentence() and "faster" not in c.sentence().split("(")[0]
+    assert c.outcome == s.outcome == "different" and c.beyond_spread and s.beyond_spread
+    assert c.winner == s.winner == "Fast"
+    assert c.sentence().startswith("Slow is 1.8x slower than Fast (95 % CI 1.76-1.83x; medians ")
+    assert s.sentence().startswith("Fast is 1.8x faster than Slow (95 % CI 1.76-1.83x; medians ")
+    assert c.sentence().endswith("; 6 runs each).")
+    assert "faster" not in c.sentence() and "slower" not in s.sentence()
+    assert words_before_numbers(c.sentence()) <= 30
 
 
-def test_overlapping_ranges_are_within_the_noise_whatever_the_medians():
-    """Copy and Scale overlap on the recorded runs: no winner, and the sentence says so."""
-    c = phrases.compare(ns_per_element("Scale"), ns_per_element("Copy"), a_name="Scale", b_name="Copy",
+def test_a_small_difference_is_said_in_percent_with_its_interval():
+    """10 % slower, 8 paired runs: the effect and its CI both in percent?"""
+    c = phrases.compare(timings(3, 8, 0.01, 1.10), timings(4, 8, 0.01), a_name="A", b_name="B", unit="ms",
+                        paired=True)
+    text = c.sentence()
+    assert c.outcome == "different" and text.startswith("A is 1") and "% slower than B (95 % CI " in text
+    assert text.endswith("; 8 paired runs).")
+    lo, hi = (float(x) for x in text.split("95 % CI ")[1].split(" %")[0].split("-"))
+    assert lo <= (c.decision.ratio.estimate - 1) * 100 <= hi
+
+
+def test_equal_sides_say_no_difference_larger_than_the_margin():
+    """One distribution with little noise, 6 runs each: 'no difference larger than 5 %', both ways?"""
+    c = phrases.compare(timings(5, 6, 0.005), timings(6, 6, 0.005), a_name="A", b_name="B",
                         quantity="time per element", unit="ns")
-    assert not c.beyond_spread and c.winner is None
-    assert "within the noise of 3 runs" in c.sentence()
-    assert "within the noise" in c.swapped().sentence()
+    assert c.outcome == "equivalent" and not c.beyond_spread and c.winner is None
+    for text, first in ((c.sentence(), "A and B"), (c.swapped().sentence(), "B and A")):
+        assert text.startswith(f"{first}: no difference larger than 5 % in time per element (ratio ")
+        assert words_before_numbers(text) <= 30
+
+
+def test_noisy_sides_say_this_machine_cannot_tell_with_the_noise():
+    """One distribution with 20 % noise, 6 runs each: 'cannot tell', the CI and the noise, both ways?"""
+    c = phrases.compare(timings(7, 6, 0.2), timings(8, 6, 0.2), a_name="A", b_name="B", unit="ms")
+    d = c.decision
+    assert c.outcome == "undecided" and c.enough_runs and d.needs_more() and c.winner is None
+    assert c.sentence().startswith("This machine cannot tell A from B in time with 6 runs each: the ratio's 95 % CI, ")
+    assert c.swapped().sentence().startswith("This machine cannot tell B from A in time with 6 runs each")
+    assert f"noise +-{phrases._num(d.noise * 100, 2)} %" in c.sentence()
+    assert words_before_numbers(c.sentence()) <= 30
 
 
 def test_too_few_runs_are_never_called_a_difference():
@@ -50,11 +95,36 @@ def test_too_few_runs_are_never_called_a_difference():
     assert not c.beyond_spread and "cannot be told apart with so few runs" in c.sentence()
 
 
+def test_min_runs_is_the_fewest_that_can_reach_95_percent():
+    """MIN_RUNS (unpaired) 4: 3 + 3 reach only 90 %; MIN_RUNS_PAIRED 6: 5 pairs reach 93.75 %."""
+    assert (phrases.MIN_RUNS, phrases.MIN_RUNS_PAIRED) == (4, 6)
+    apart = [[10.0, 11.0, 12.0, 10.5, 11.5, 10.2], [4.0, 5.0, 6.0, 4.5, 5.5, 4.2]]
+    for n, paired, decided in ((3, False, False), (4, False, True), (5, True, False), (6, True, True)):
+        c = phrases.compare(apart[0][:n], apart[1][:n], paired=paired)
+        assert c.enough_runs == decided and c.beyond_spread == decided
+
+
+def test_runs_are_unpaired_unless_the_caller_says_they_alternated():
+    """Equal lengths alone do not pair runs; paired=True drops a round with a missing value whole."""
+    assert not phrases.compare([1, 2, 3], [1, 2, 3]).paired
+    c = phrases.compare([1.0, None, 1.2, 1.1], [1.0, 1.1, float("nan"), 1.05], paired=True)
+    assert c.paired and c.a_values == (1.0, 1.1) and c.b_values == (1.0, 1.05)
+    with pytest.raises(ValueError, match="one b per a"):
+        phrases.compare([1.0, 2.0], [1.0], paired=True)
+
+
+def test_a_zero_or_negative_run_is_not_made_a_ratio():
+    c = phrases.compare([0.0, 1.0, 1.1, 1.2], [1.0, 1.1, 1.2, 1.0])
+    assert c.decision is None and c.outcome == "undecided" and c.winner is None
+    assert "cannot be compared as a ratio" in c.sentence()
+
+
 @pytest.mark.parametrize("quantity,unit,lower,word", [("bandwidth", "MB/s", False, "higher"), ("time", "ms", True, "slower")])
 def test_the_word_follows_the_quantity(quantity, unit, lower, word):
-    c = phrases.compare([10, 11, 12], [4, 5, 6], a_name="A", b_name="B", quantity=quantity, unit=unit,
+    c = phrases.compare([10, 11, 12, 10.5], [4, 5, 6, 4.5], a_name="A", b_name="B", quantity=quantity, unit=unit,
                         lower_is_better=lower)
-    assert f"A is 2.2x {word} than B" in c.sentence()
+    assert c.sentence().startswith(f"A is 2.3x {word} than B")
+    assert (" in bandwidth (" in c.sentence()) == (quantity == "bandwidth")
     assert c.winner == ("B" if lower else "A")
 
 

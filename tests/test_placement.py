@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 
 from hpclab.analysis import placement
-from hpclab.course import lesson_placement
+from hpclab.course.lessons import placement as lesson
 
 
 def test_every_case_is_a_valid_stream_spec():
     """Are all binding and pitfall cases accepted by the spec model, with their labels?"""
-    cases = lesson_placement.BINDING_CASES + lesson_placement.PITFALL_CASES
-    specs = lesson_placement.specs(cases, size=1000, repetitions=1)
+    cases = lesson.BINDING_CASES + lesson.PITFALL_CASES
+    specs = lesson.specs(cases, size=1000, repetitions=1)
     assert [s.label for s in specs] == [c.label for c in cases]
 
 
@@ -34,9 +34,9 @@ def test_ranks_sharing_a_core_lose_bandwidth(cluster):
     """Does the hybrid pitfall (both ranks' threads bound to one core) lose whole-job bandwidth against disjoint cores?"""
     from hpclab.jobs import experiment
 
-    cases = [c for c in lesson_placement.PITFALL_CASES if c.label.startswith(("pitfall", "fix 1"))]
-    cases.append(lesson_placement.YIELD_CASES[0])
-    runs = experiment.run(lesson_placement.specs(cases, size=100_000, reps=20, repetitions=3, experiment="test-placement"),
+    cases = [c for c in lesson.PITFALL_CASES if c.label.startswith(("pitfall", "fix 1"))]
+    cases.append(lesson.YIELD_CASES[0])
+    runs = experiment.run(lesson.specs(cases, size=100_000, reps=20, repetitions=3, experiment="test-placement"),
                           progress=False)
     rates = placement.job_rates(runs)
     s = placement.summary(rates)
@@ -55,9 +55,9 @@ def test_numa_cases_need_two_numa_nodes():
 
     two = topology.synthetic("pack:2 numa:1 core:2 pu:1")
     one = topology.synthetic("pack:1 numa:1 core:2 pu:1")
-    cases = lesson_placement.numa_cases(two)
+    cases = lesson.numa_cases(two)
     assert [c.fields["numactl"]["membind"] for c in cases] == ["0", "1"]
-    assert lesson_placement.numa_cases(one) == []
+    assert lesson.numa_cases(one) == []
 
 
 def _recorded(name: str) -> dict:
@@ -95,8 +95,8 @@ def test_two_threads_of_one_rank_on_one_cpu_count_as_shared():
 
 
 def test_compare_cases_sees_overlapping_spreads_and_stacked_runs():
-    """Is a 1 % difference of medians with overlapping ranges called within the noise, a separated
-    pair with too few runs said to be too few, and a run that put both ranks on one CPU counted?"""
+    """Is a 1 % difference of medians with overlapping runs left undecided, a separated pair with
+    too few runs said to be too few, and a run that put both ranks on one CPU counted?"""
     rates = pd.DataFrame([
         {"label": "none", "run_id": "a", "job_mb_s": 190.0, "shared_cpu": False},
         {"label": "none", "run_id": "b", "job_mb_s": 192.0, "shared_cpu": False},
@@ -113,99 +113,141 @@ def test_compare_cases_sees_overlapping_spreads_and_stacked_runs():
 
 
 def _rates(values: dict[str, list[float]], shared: tuple = ()) -> pd.DataFrame:
-    return pd.DataFrame([{"label": label, "run_id": f"{label}-{i}", "job_mb_s": v, "shared_cpu": label in shared,
-                          "cpus_used": {}} for label, vs in values.items() for i, v in enumerate(vs)])
+    return pd.DataFrame([{"label": label, "run_id": f"{label}-{i}", "round": i + 1, "job_mb_s": v,
+                          "shared_cpu": label in shared, "cpus_used": {}}
+                         for label, vs in values.items() for i, v in enumerate(vs)])
 
 
-def test_binding_text_follows_the_numbers_and_flips_when_swapped():
-    """Does the binding sentence say 'within the noise' for overlapping runs, name the winner for
-    separated ones, and flip when the sides are swapped?"""
-    tie = _rates({"none": [190, 192, 195], "cores": [191, 193, 194]})
-    assert "within the noise of 3 runs" in placement.binding_text(tie, "none", "cores")
-    apart = _rates({"none": [100, 110, 120], "cores": [190, 193, 194]}, shared=("none",))
-    text = placement.binding_text(apart, "none", "cores")
-    assert "none is" in text and "lower than cores, beyond the spread of 3 runs" in text
-    assert "In 3 of 3 runs of none" in text
-    assert "cores is" in placement.binding_text(apart, "cores", "none") and "higher than none" in \
-        placement.binding_text(apart, "cores", "none")
+def test_comparison_decides_with_the_statistics_and_pairs_by_round():
+    """Four runs a side whose values do not overlap are decided different, and the sentence flips
+    with the sides; paired=True pairs the runs by round and needs six rounds to decide."""
+    apart = _rates({"none": [100, 110, 120, 105], "cores": [190, 193, 194, 196]})
+    c = placement.comparison(apart, "cores", "none")
+    assert c.outcome == "different" and c.winner == "cores"
+    assert c.sentence().startswith("cores is 1.8x higher than none")
+    assert placement.comparison(apart, "none", "cores").sentence().startswith("none is 1.8x lower than cores")
+    assert not c.paired and placement.comparison(apart, "cores", "none", paired=True).outcome == "undecided"
+    # a drift that both sides share: round by round, cores stays 2 % above none
+    drift = [100, 130, 90, 120, 110, 95]
+    paired = _rates({"none": drift, "cores": [v * 1.02 for v in drift]})
+    assert placement.comparison(paired, "cores", "none").outcome == "undecided"
+    assert placement.comparison(paired, "cores", "none", paired=True).outcome == "equivalent"
 
 
 def test_pitfall_split_multiplies():
     """Are the shared-core and polling effects factors whose product (with yielding's own effect
-    on the fix) is the whole loss, never shares of a sum?"""
+    on the fix) is the whole loss, never shares of a sum? Without fix 1 with yielding, fix 1
+    stands for the core of one's own, and the two factors are the whole loss."""
     s = pd.DataFrame({"job_mb_s_median": {"p": 1.0, "f": 100.0, "py": 45.0, "fy": 90.0}})
     sp = placement.pitfall_split(s, "p", "f", "py", "fy")
     assert sp["lost"] == pytest.approx(0.99) and sp["lost_sharing"] == pytest.approx(0.5)
     assert sp["sharing_factor"] == pytest.approx(2.0) and sp["polling_factor"] == pytest.approx(45.0)
     assert sp["total_factor"] == pytest.approx(sp["yield_factor"] * sp["sharing_factor"] * sp["polling_factor"])
     assert "lost_polling" not in sp
+    three = placement.pitfall_split(s, "p", "f", "py")
+    assert three["yield_factor"] == 1.0 and three["sharing_factor"] == pytest.approx(100 / 45)
+    assert three["total_factor"] == pytest.approx(three["sharing_factor"] * three["polling_factor"])
 
 
-def test_pitfall_text_states_factors_from_the_runs():
-    """Does the pitfall text give each comparison with its spread and the loss as factors?"""
-    rates = _rates({placement.PITFALL: [1.0, 1.1, 0.9], placement.FIX: [100, 101, 99],
-                    placement.PITFALL_YIELD: [50, 51, 49], placement.FIX_YIELD: [100, 102, 98]})
-    text = placement.pitfall_text(rates)
-    assert "fix 1 is 100x higher than the pitfall, beyond the spread of 3 runs" in text
-    assert "100x between fix 1 and the pitfall = 2.0x (the shared core) x 50x (busy-polling in the barrier)" in text
-    assert "on a log scale 15 % and 85 %" in text and "+" not in text
+def _cache(pitfall, fix, pitfall_yield=None) -> pd.DataFrame:
+    values = {lesson.PITFALL: pitfall, lesson.FIX: fix}
+    if pitfall_yield is not None:
+        values[lesson.PITFALL_YIELD] = pitfall_yield
+    return _rates(values, shared=(lesson.PITFALL, lesson.PITFALL_YIELD))
+
+
+def test_pitfall_outcomes_are_a_table_and_the_text_gives_factors_only_when_decided():
+    """Does the pitfall's table give each comparison's outcome, ratio and CI, and the text the
+    loss as factors that multiply when all three are decided, and say what is undecided else?"""
+    rates = _cache([1.0, 1.1, 0.9, 1.05], [100, 101, 99, 100.5], [50, 51, 49, 50.5])
+    t = lesson.outcomes(lesson.pitfall_comparisons(rates))
+    assert list(t["outcome"]) == ["different"] * 3
+    assert t.iloc[0]["a vs b"] == "98x higher" and t.iloc[0]["runs"] == "4 + 4"
+    assert t.iloc[0]["ratio a/b"] == 97.6 and float(t.iloc[0]["95 % CI"].split("-")[0]) > 80
+    text = lesson.pitfall_text(rates)
+    assert text.startswith("98x between fix 1 and the pitfall = 2.0x (the shared core) x 49x (busy-polling")
+    assert "+" not in text
+    noisy = _cache([1.0, 1.1, 0.9, 1.05], [100, 101, 99, 100.5], [50, 51, 49, 101])
+    assert "do not decide the shared core" in lesson.pitfall_text(noisy)
+    assert "98x higher" in lesson.pitfall_figure_takeaway(rates)
 
 
 @pytest.mark.parametrize("pitfall, fix, verdict", [
-    ([10, 11, 12], [100, 101, 102], "yes"),      # most lost, beyond the spread
-    ([70, 71, 72], [100, 101, 102], "partly"),   # a measured loss, less than half
-    ([95, 100, 105], [98, 101, 103], "no"),      # within the noise
-    ([10, 11], [100, 101], "not shown"),         # too few runs
+    ([10, 11, 12, 10.5], [100, 101, 102, 100.5], "yes"),     # most lost, decided
+    ([70, 71, 72, 70.5], [100, 101, 102, 100.5], "partly"),  # a decided loss, less than half
+    ([99, 100, 101, 100], [100, 100.5, 101, 99.5], "no"),    # no difference larger than 5 %
+    ([95, 100, 105, 70], [98, 101, 103, 100], "not shown"),  # the runs cannot decide
+    ([10, 11, 12], [100, 101, 102], "not shown"),            # too few runs to decide at all
 ])
-def test_pitfall_fidelity_is_yes_only_beyond_the_spread(pitfall, fix, verdict):
-    """Is the hybrid-pitfall row 'yes' only for most of the bandwidth lost beyond the spread of >= 3
-    runs per side, and does the fidelity builder accept it?"""
-    from hpclab.course import fidelity
-
-    rates = _rates({placement.PITFALL: pitfall, placement.FIX: fix}, shared=(placement.PITFALL,))
-    row = placement.pitfall_fidelity(rates, array_mb=400)
+def test_pitfall_fidelity_is_yes_only_when_decided(pitfall, fix, verdict):
+    """Is the hybrid-pitfall row 'yes' only for most of the bandwidth lost, decided by the
+    statistics (4 + 4 runs at least), and does the fidelity builder accept it? Its `here` names
+    the regime and cites the bigger node for memory."""
+    rates = _cache(pitfall, fix)
+    row = lesson.pitfall_fidelity(rates)
     assert row["reproduced"] == verdict
     assert row["beyond_spread"] == (verdict in ("yes", "partly"))
-    assert "400 MB of arrays per rank" in row["here"]
-    assert fidelity.hybrid_pitfall(rates, ["r1"]).reproduced == verdict
+    assert row["here"].startswith("in cache") and "16-core Xeon node" in row["here"]
+    assert lesson.hybrid_pitfall(rates, ["r1"]).reproduced == verdict
 
 
-def test_pitfall_fidelity_names_the_cache_factors():
-    """With in-cache runs of the four cases, does `here` give their factors (multiplied)?"""
-    mem = _rates({placement.PITFALL: [10, 11, 12], placement.FIX: [20, 21, 22]})
-    cache = _rates({placement.PITFALL: [1.0, 1.1, 0.9], placement.FIX: [100, 101, 99],
-                    placement.PITFALL_YIELD: [50, 51, 49], placement.FIX_YIELD: [100, 102, 98]})
-    row = placement.pitfall_fidelity(mem, cache)
-    assert row["reproduced"] == "partly" or row["reproduced"] == "yes"
-    assert "In cache" in row["here"] and "2.0x (the shared core) x 50x" in row["here"]
+def test_pitfall_fidelity_names_the_two_factors():
+    """With the pitfall with yielding among the runs, does `why` give the two factors?"""
+    row = lesson.pitfall_fidelity(_cache([1.0, 1.1, 0.9, 1.05], [100, 101, 99, 100.5], [50, 51, 49, 50.5]))
+    # the medians: fix 1 100.25, the pitfall with yielding 50.25, the pitfall 1.025 MB/s
+    assert row["reproduced"] == "yes" and "both ranks' work (2.0x) and spun in the barrier (49.0x)" in row["why"]
 
 
 def test_numa_row_on_one_and_two_numa_nodes():
-    """One NUMA node: 'not shown', saying which case the node is in. Two: the verdict follows the
-    local and remote runs ('yes' only beyond the spread)."""
-    from hpclab.course import fidelity, sizing
+    """One NUMA node: 'not shown', saying why and what the node measures instead. Two: the
+    verdict follows the local and remote runs ('yes' only when decided)."""
+    from hpclab.course import sizing
     from hpclab.site import topology
 
-    one = fidelity.numa(topology.synthetic("pack:1 numa:1 core:2 pu:1"))
-    assert one.reproduced == "not shown" and "2 cores, 1 NUMA node" in one.here
+    one = lesson.numa(topology.synthetic("pack:1 numa:1 core:2 pu:1"))
+    assert one.reproduced == "not shown" and one.here.startswith("1 NUMA node") and "local memory only" in one.here
+    assert "no remote memory" in one.why
     two = sizing.plan(topology.synthetic("pack:2 numa:1 core:2 pu:1"))
-    local, remote = (c.label for c in lesson_placement.numa_cases(two))
-    assert fidelity.numa(two).reproduced == "not shown"
-    assert fidelity.numa(two, _rates({local: [160, 162, 165], remote: [100, 101, 103]})).reproduced == "yes"
-    assert fidelity.numa(two, _rates({local: [100, 160, 165], remote: [100, 101, 103]})).reproduced == "no"
-    assert "60 %" in fidelity.numa(two, _rates({local: [160, 162, 165], remote: [100, 101, 103]})).why
+    local, remote = (c.label for c in lesson.numa_cases(two))
+    assert lesson.numa(two).reproduced == "not shown"
+    fast = _rates({local: [160, 162, 165, 161], remote: [100, 101, 103, 102]})
+    assert lesson.numa(two, fast).reproduced == "yes" and "60 %" in lesson.numa(two, fast).why
+    same = _rates({local: [100, 100.5, 101, 99.5], remote: [100, 101, 99.8, 100.2]})
+    assert lesson.numa(two, same).reproduced == "no"
+    assert lesson.numa(two, _rates({local: [100, 160, 165], remote: [100, 101, 103]})).reproduced == "not shown"
+
+
+def test_bigger_node_is_quoted_with_its_source():
+    t = lesson.bigger_node()
+    assert len(t) == 3 and set(t["source"]) == {lesson.BIGGER_NODE}
+    assert t.iloc[1]["Triad GB/s, lowest"] / t.iloc[0]["highest"] > 3
 
 
 def test_node_size_splits_the_arrays_over_each_case_s_ranks():
     """Do node-sized specs give a one-rank case twice the per-rank arrays of a two-rank case?"""
-    cases = lesson_placement.pitfall_cases(2)
-    specs = lesson_placement.specs(cases, node_size=2_000_000, repetitions=1)
+    cases = lesson.pitfall_cases(2)
+    specs = lesson.specs(cases, node_size=2_000_000, repetitions=1)
     sizes = {s.label: s.args["size"] if isinstance(s.args, dict) else s.args.size for s in specs}
     assert sizes[cases[0].label] == 1_000_000 and sizes[cases[2].label] == 2_000_000
 
 
 def test_four_rank_cases_pin_every_rank_to_cpu_0():
     """On a wider node (4 placement ranks), does the deliberate mistake list CPU 0 four times?"""
-    cases = lesson_placement.binding_cases(4)
+    cases = lesson.binding_cases(4)
     assert "map_cpu:0,0,0,0" in [c.label.split("=")[-1] for c in cases]
     assert all(c.ntasks == 4 for c in cases)
+
+
+def test_binding_takeaway_names_the_bindings_that_shared_a_cpu():
+    """Is the bindings figure's takeaway built from the placement reports: the bindings whose
+    first run had two threads on one CPU, named, and none when no run shared?"""
+    rates = pd.DataFrame([{"label": "cores", "run_id": "a", "shared_cpu": False},
+                          {"label": "map_cpu:0,0", "run_id": "b", "shared_cpu": True}])
+    said = lesson.binding_takeaway(rates)
+    assert "shared a CPU under: map_cpu:0,0." in said and "cores" not in said.split("under:")[1]
+    assert "every binding gave each thread a CPU of its own" in lesson.binding_takeaway(rates.assign(shared_cpu=False))
+
+
+def test_noise_note_is_empty_without_disturbed_runs(tmp_path):
+    """Runs without a noise record (or none disturbed) add nothing under a table."""
+    assert lesson.noise_note([tmp_path]) == ""

@@ -1,19 +1,29 @@
 """Tests for hpclab.plots.figures: every figure is drawn from real run folders and saved as a PNG.
 
 The run folders in tests/data/runs were captured on the course machine (tests/data/capture.sh).
-Figures are checked for what holds on any machine: they render, have labelled axes, carry the
-provenance footnote and refuse tables they cannot draw.
+Figures are checked for what holds on any machine: they draw something in every panel, label
+their axes, keep legends off the data, read decades on log axes, give a rank or an MPI call one
+colour everywhere, carry the provenance footnote and refuse tables they cannot draw.
 """
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib
+import matplotlib.image
+import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.colors import to_hex, to_rgb
+from matplotlib.patches import Rectangle
 
 from hpclab.plots import figures as plots, machine, style
+from hpclab.plots.trace import timeline_figure
+from hpclab.trace.poisson import poisson_trace
 from hpclab.core.errors import HpclabError
 from hpclab.runs.parse import parse_run, run_topology
 from hpclab.site.topology import read_xml
@@ -32,11 +42,57 @@ def table(kernel):
     return pd.concat([parse_run(p, kernel) for p in runs(kernel)], ignore_index=True)
 
 
+def covered_points(ax) -> int:
+    """How many plotted points of `ax` (line markers, bar tops) lie under its legend, in display
+    coordinates; 0 without a legend."""
+    legend = ax.get_legend()
+    if legend is None:
+        return 0
+    points = [ax.transData.transform(np.c_[line.get_xdata(), line.get_ydata()]) for line in ax.get_lines()
+              if line.get_visible() and line.get_marker() not in (None, "", " ", "None")]
+    points += [ax.transData.transform([(p.get_x() + p.get_width() / 2, p.get_y() + p.get_height())])
+               for p in ax.patches if isinstance(p, Rectangle)]
+    box = legend.get_window_extent()
+    return sum(int(box.contains(x, y)) for x, y in np.concatenate(points or [np.zeros((0, 2))]))
+
+
 def saved(fig, tmp_path, name) -> Path:
+    """Save `fig` as a PNG and check what an empty or unreadable figure would break: the PNG is the
+    whole figure, every panel shows something in colour (data are drawn in the palette's colours;
+    an empty panel has only the greys of grid, spines and text), a panel with axes has both
+    labelled, and no legend covers a plotted point."""
     path = tmp_path / f"{name}.png"
     fig.savefig(path)
-    assert path.stat().st_size > 15_000, "PNG suspiciously small: empty figure?"
+    image = matplotlib.image.imread(path)[..., :3]
+    height, width = image.shape[:2]
+    scale = width / (fig.get_figwidth() * fig.dpi)  # window extents are in the figure's own pixels
+    assert height == pytest.approx(fig.get_figheight() * fig.dpi * scale, abs=1), f"{name}: not the whole figure"
+    for ax in fig.axes:
+        panel = f"{name}, panel {ax.get_title() or ax.get_title(loc='left')!r}"
+        x0, y0, x1, y1 = np.asarray(ax.get_window_extent().extents) * scale
+        pixels = image[max(0, int(height - y1)):int(height - y0), max(0, int(x0)):int(x1)]
+        coloured = int(((pixels.max(axis=2) - pixels.min(axis=2)) > 0.2).sum())
+        assert coloured > 50, f"{panel}: nothing drawn in colour ({coloured} pixels)"
+        if ax.axison:
+            assert ax.get_xlabel() and ax.get_ylabel(), f"{panel}: an axis without a label"
+        assert covered_points(ax) == 0, f"{panel}: the legend covers {covered_points(ax)} plotted point(s)"
     return path
+
+
+def test_saved_refuses_an_empty_panel_and_a_legend_over_the_data(tmp_path):
+    """Can the checks of saved() fail: an empty panel, and a legend drawn over the points?"""
+    empty = plots.new_figure()
+    ax = empty.add_subplot()
+    ax.set(xlabel="x", ylabel="y")
+    with pytest.raises(AssertionError, match="nothing drawn in colour"):
+        saved(empty, tmp_path, "empty")
+    hidden = plots.new_figure()
+    ax = hidden.add_subplot()
+    ax.plot([0.1, 0.2, 0.9], [0.9, 0.85, 0.1], "o", color=plots.rank_color(0), label="points under the legend")
+    ax.set(xlabel="x", ylabel="y", xlim=(0, 1), ylim=(0, 1))
+    ax.legend(loc="upper left", fontsize=20)
+    with pytest.raises(AssertionError, match="the legend covers 2 plotted point"):
+        saved(hidden, tmp_path, "hidden")
 
 
 def footnote_of(fig) -> str:
@@ -53,6 +109,10 @@ def test_latency_bandwidth_per_transport(tmp_path):
     assert len(ax_bw.get_lines()) == 2 * n  # measured curve and fitted-BW line per transport
     assert "[us]" in ax_t.get_ylabel() and "[MB/s" in ax_bw.get_ylabel()
     assert "[bytes]" in ax_r.get_xlabel()
+    # sizes and times spanning decades are read on log axes
+    sizes, times = pp.loc[pp["bytes"] > 0, "bytes"], pp["t_usec"]
+    assert sizes.max() / sizes.min() > 100 and [ax.get_xscale() for ax in fig.axes] == ["log"] * 3
+    assert times.max() / times.min() > 100 and ax_t.get_yscale() == "log"
     for run in pp["run_id"].unique():
         assert run in footnote_of(fig)
 
@@ -158,10 +218,35 @@ def test_plots_refuse_empty_tables():
         plots.compute_mpi_split(empty)
 
 
-def test_rank_colours_are_stable():
-    """Does rank r get the same colour in every figure, and do neighbours differ?"""
-    assert plots.rank_color(3) == plots.rank_color(3)
-    assert len({plots.rank_color(r) for r in range(20)}) == 20
+def legend_colours(ax) -> dict[str, str]:
+    """{legend label: its colour} of one panel."""
+    legend = ax.get_legend()
+    return {t.get_text(): to_hex(h.get_facecolor()) for t, h in zip(legend.get_texts(), legend.legend_handles)}
+
+
+def test_a_rank_has_one_colour_in_every_figure_and_ranks_are_told_apart():
+    """Does rank r get the same colour in the STREAM bars of every run and in the topology
+    drawing, whichever ranks each figure shows (not the n-th colour for the n-th rank drawn), and
+    do twelve ranks get twelve colours, neighbours far apart?"""
+    ranks = range(12)
+    st = pd.DataFrame([{"run_id": run, "rank": r, "function": "Triad", "mb_s": 1000.0 * (k + 1) + r}
+                       for k, run in enumerate(("a", "b")) for r in ranks])
+    bars = plots.stream_bandwidth(st, by="run_id").axes[0]
+    segments: dict[int, set] = {}
+    for patch in bars.patches:  # a segment's height tells its rank: 1000 (2000) + rank
+        segments.setdefault(round(patch.get_height()) % 1000, set()).add(to_hex(patch.get_facecolor()))
+    assert sorted(segments) == list(ranks) and all(len(c) == 1 for c in segments.values())
+    in_bars = legend_colours(bars)
+    assert all(in_bars[f"rank {r}"] in segments[r] for r in ranks)
+    assert len(set(in_bars.values())) == len(ranks)
+    rgb = [np.array(to_rgb(in_bars[f"rank {r}"])) for r in ranks]
+    assert min(np.linalg.norm(a - b) for a, b in zip(rgb, rgb[1:])) > 0.25
+    few = {3: [0], 5: [1], 11: [8]}  # three ranks, none of them first
+    drawing = machine.topology_bindings(read_xml(DATA / "lstopo_synthetic_2pack.xml"), few).axes[0]
+    in_drawing = legend_colours(drawing)
+    assert in_drawing == {f"rank {r}": in_bars[f"rank {r}"] for r in few}
+    filled = {to_hex(p.get_facecolor()) for p in drawing.patches if p.get_linewidth() == 0}
+    assert filled == set(in_drawing.values())  # each bound PU is filled in its rank's colour
 
 
 def test_binding_panels_of_a_threaded_run():
@@ -242,13 +327,38 @@ def test_analysis_and_trace_draw_and_print_nothing():
 
 def test_the_palette_keeps_each_part_and_call_apart():
     """Does every part of a run's time get a colour of its own, and do the kernels' MPI calls
-    and the first ranks get distinct, stable colours?"""
+    and the first ranks get distinct colours?"""
     assert len(set(style.PART_COLORS.values())) == len(style.PART_COLORS) == 5
     calls = ["MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Sendrecv", "MPI_Waitall",
              "MPI_Allreduce", "MPI_Barrier"]
     assert len({style.call_color(c) for c in calls}) == len(calls)
-    assert style.call_color("MPI_Whatever") == style.call_color("MPI_Whatever")
     assert plots.rank_color(0) == style.rank_color(0) == style.TAB20[0]
+
+
+def test_a_call_has_one_colour_in_every_timeline_and_in_every_process():
+    """In the timelines of three Poisson exchanges (blocking, non-blocking, sendrecv), is a call
+    they share drawn in one colour in all three, every call in a colour of its own and none in
+    the compute bursts' colour? Does a call outside the palette's list get the same colour in
+    another Python process (its slot comes from a stable hash, not Python's salted hash()),
+    and never the colour of a listed call?"""
+    seen: dict[str, set] = {}
+    for exchange in ("blocking", "nonblocking", "sendrecv"):
+        fig = timeline_figure(poisson_trace(2, 2, n=16, iterations=2, ns_per_point=2.0, exchange=exchange))
+        for label, colour in legend_colours(fig.axes[0]).items():
+            seen.setdefault(label, set()).add(colour)
+    assert {"MPI_Allreduce", "MPI_Send", "MPI_Isend", "MPI_Sendrecv"} <= set(seen)
+    assert all(len(c) == 1 for c in seen.values()), seen
+    assert all(seen[c] == {to_hex(style.call_color(c))} for c in seen if c != "compute")
+    colours = [c for (c,) in seen.values()]
+    assert len(set(colours)) == len(colours)
+    odd = ["MPI_Whatever", "MPI_Comm_spawn", "MPI_Win_fence", "MPI_Alltoallw"]
+    here = [style.call_color(c) for c in odd]
+    elsewhere = subprocess.run(
+        [sys.executable, "-c", f"from hpclab.plots import style; print(*[style.call_color(c) for c in {odd!r}])"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "12345"}, check=True).stdout.split()
+    assert elsewhere == here
+    named = {style.call_color(c) for c in style.CALL_COLORS} | {style.call_color(c) for c in style._CALLS}
+    assert not set(here) & named
 
 
 def test_job_bandwidth_draws_the_job_rate_beside_the_rank_sum():

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from hpclab.analysis import scaling
-from hpclab.course import lesson_scaling
+from hpclab.course.lessons import scaling as lesson_scaling
 from hpclab.core.errors import HpclabError
 
 
@@ -62,3 +62,18 @@ def test_subdomains_say_where_each_ranks_share_lives():
     assert t.loc["2 ranks", "rank_residency"] == "partly cached"
     assert 0 < t.loc["2 ranks", "cacheable_share"] < 1
     assert t.loc["2 ranks", "comp_efficiency"] == pytest.approx(10.0 / (2 * 4.0))
+
+
+def test_the_study_keeps_one_1d_cut_and_the_2d_grids():
+    """Does notebook 04's study run one rank, the 1xP grids and, from 4 ranks on, the 2D grid,
+    without the Px1 cut (fewer runs, no finding lost)?"""
+    import shutil
+
+    from hpclab.course import sizing
+    from hpclab.site.topology import synthetic
+
+    if shutil.which("lstopo") is None:
+        pytest.skip("hwloc not installed")
+    plan = sizing.plan(synthetic("pack:1 numa:1 core:4 pu:1"))
+    grids = [c["grid"] for c in lesson_scaling.configs_from_plan(plan, 4, families=lesson_scaling.STUDY_FAMILIES)]
+    assert grids == ["1x1", "1x2", "1x4", "2x2"]

@@ -1,7 +1,7 @@
 """Notebook 04's sentences and self-checks: built from the learner's runs, flipping with them.
 
-Hand-made run rows whose answer is known: efficiencies inside and outside the spread of the
-single-rank runs, a loss in MPI and one in compute, and the roof quiz at, below and above its roof.
+Hand-made run rows whose answer is known: efficiencies the statistics cannot tell from 1 and
+ones they decide above or below it, a loss in MPI and one in compute, a gain, and the takeaways.
 """
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from hpclab.analysis import phrases, scaling
-from hpclab.course import lesson_scaling, quiz
+from hpclab.course import quiz
+from hpclab.course.lessons import scaling as lesson_scaling
 
 N, ITERS = 2048, 100
 
@@ -26,53 +28,58 @@ def _rows(one: list[float], two: list[float], mpi_share_two: float = 0.1) -> pd.
     return pd.DataFrame(rows)
 
 
-def test_an_efficiency_above_1_inside_the_single_rank_spread_is_not_called_a_gain():
-    """1-rank runs spread 0.62-0.79 s; the 2-rank runs' per-rank rate lies inside it: the
-    sentence says 'within the spread', with the numbers, whatever the fastest runs' ratio."""
-    t = scaling.efficiency_against_spread(_rows([0.62, 0.70, 0.79], [0.30, 0.34, 0.36])).iloc[0]
-    assert t["efficiency"] > 1
-    assert "Efficiency 1.03: within the spread" in t["sentence"] and "3 runs" in t["sentence"]
-    assert not t["total"].beyond_spread
+def test_an_efficiency_above_1_inside_the_single_rank_noise_is_not_called_a_gain():
+    """1-rank runs spread 0.62-0.79 s; the 2-rank runs' per-rank rate lies inside it: the ratio's
+    CI holds 1, so the table says 'undecided', whatever the estimate (above 1)."""
+    t = scaling.efficiency_against_one_rank(_rows([0.62, 0.70, 0.79, 0.66], [0.30, 0.34, 0.36, 0.32])).iloc[0]
+    assert t["efficiency"] > 1 and t["total"].outcome == "undecided" and not t["total"].beyond_spread
+    table = lesson_scaling.efficiency_table(_rows([0.62, 0.70, 0.79, 0.66], [0.30, 0.34, 0.36, 0.32]))
+    assert table.loc["2 ranks, grid 2x1: per-rank rate / 1 rank's", "outcome"] == "undecided"
+    assert table.loc["2 ranks, grid 2x1: per-rank rate / 1 rank's", "runs"] == "4 + 4"
 
 
-def test_an_efficiency_below_1_beyond_the_spread_is_said_so_and_flips_with_the_runs():
-    t = scaling.efficiency_against_spread(_rows([0.60, 0.61, 0.62], [0.40, 0.41, 0.42])).iloc[0]
-    assert "Efficiency 0.75: below 1 beyond the spread" in t["sentence"]
-    up = scaling.efficiency_against_spread(_rows([0.60, 0.61, 0.62], [0.25, 0.26, 0.27])).iloc[0]
-    assert "above 1 beyond the spread" in up["sentence"]
+def test_an_efficiency_below_1_decided_is_said_so_and_flips_with_the_runs():
+    below = _rows([0.60, 0.61, 0.62, 0.605], [0.40, 0.41, 0.42, 0.405])
+    t = scaling.efficiency_against_one_rank(below).iloc[0]
+    assert t["total"].outcome == "different" and t["efficiency"] == pytest.approx(0.75, abs=0.01)
+    assert "below ideal scaling, decided: the ranks lost time" in lesson_scaling.speedup_takeaway(below, "2 ranks, grid 2x1")
+    assert "needs a cause" not in lesson_scaling.speedup_takeaway(below, "2 ranks, grid 2x1")
+    up = _rows([0.60, 0.61, 0.62, 0.605], [0.25, 0.26, 0.27, 0.255])
+    assert "above ideal scaling, decided" in lesson_scaling.speedup_takeaway(up, "2 ranks, grid 2x1")
+    ideal = _rows([0.60, 0.61, 0.62, 0.605], [0.30, 0.305, 0.31, 0.3025])
+    assert "ideal within 5 %" in lesson_scaling.speedup_takeaway(ideal, "2 ranks, grid 2x1")
+
+
+def test_efficiency_comes_from_the_medians():
+    """Speedup and efficiency use the median time of each rank count, not its fastest run."""
+    e = scaling.efficiency(_rows([0.50, 0.60, 0.70], [0.20, 0.30, 0.40])).set_index("ranks")
+    assert e.loc[2, "seconds"] == pytest.approx(0.30) and e.loc[2, "speedup"] == pytest.approx(2.0)
+    assert e.loc[2, "runs"] == 3
 
 
 def test_look_first_follows_the_runs():
-    """Within the spread: 'neither'. A loss beyond the spread mostly in MPI: MPI; mostly in
-    compute: the computation. The answer is one of the options quiz.ask accepts."""
-    calm = lesson_scaling.look_first_quiz(_rows([0.62, 0.70, 0.79], [0.30, 0.34, 0.36]), "2 ranks, grid 2x1")
+    """Not decided: 'neither'. A loss decided and mostly in MPI: MPI; mostly in compute: the
+    computation. The answer is one of the options quiz.ask accepts."""
+    calm = lesson_scaling.look_first_quiz(_rows([0.62, 0.70, 0.79, 0.66], [0.30, 0.34, 0.36, 0.32]), "2 ranks, grid 2x1")
     assert calm["answer"].startswith("neither")
-    mpi = lesson_scaling.look_first_quiz(_rows([0.60, 0.61, 0.62], [0.40, 0.41, 0.42], 0.3), "2 ranks, grid 2x1")
+    slow = ([0.60, 0.61, 0.62, 0.605], [0.40, 0.41, 0.42, 0.405])
+    mpi = lesson_scaling.look_first_quiz(_rows(*slow, 0.3), "2 ranks, grid 2x1")
     assert mpi["answer"].startswith("communication")
-    comp = lesson_scaling.look_first_quiz(_rows([0.60, 0.61, 0.62], [0.40, 0.41, 0.42], 0.0), "2 ranks, grid 2x1")
+    comp = lesson_scaling.look_first_quiz(_rows(*slow, 0.0), "2 ranks, grid 2x1")
     assert comp["answer"].startswith("the computation")
-    for q in (calm, mpi, comp):
+    gain = lesson_scaling.look_first_quiz(_rows([0.60, 0.61, 0.62, 0.605], [0.25, 0.26, 0.27, 0.255]), "2 ranks, grid 2x1")
+    assert gain["answer"].startswith("neither")
+    for q in (calm, mpi, comp, gain):
         quiz.ask(**q)  # raises if the answer is not an option
-        assert "3 runs" in q["why"]
+        assert "4 runs each" in q["why"]
 
 
-def _judged(share: float, solver: list[float], roof: list[float]) -> dict:
-    c = phrases.compare(solver, roof, a_name="the solver", b_name="bandwidth / 64 B", quantity="updates per second",
-                        unit="M/s", lower_is_better=False)
-    return {"share": share, "at_roof": c, "roof": c.b, "n": 3072, "text": c.sentence()}
-
-
-def test_roof_quiz_answers_from_the_runs():
-    """Below the roof beyond the spread: the rest of the way (1/share - 1); within the roof's
-    noise: nothing measurable; above it: the roof is not the cap."""
-    below = lesson_scaling.roof_quiz(_judged(0.72, [280, 285, 290], [395, 400, 405]))
-    assert below["answer"] == "up to 39%: the rest of the way to the roof" and "72%" in below["question"]
-    at = lesson_scaling.roof_quiz(_judged(0.98, [390, 395, 401], [395, 400, 405]))
-    assert at["answer"].startswith("nothing measurable")
-    above = lesson_scaling.roof_quiz(_judged(1.2, [480, 485, 490], [395, 400, 405]))
-    assert above["answer"].startswith("the question does not apply")
-    for q in (below, at, above):
-        quiz.ask(**q)
+def test_split_takeaway_gives_the_mpi_share_of_the_run():
+    table = pd.DataFrame([{"rank": r, "phase": ph, "kind": k, "seconds": v} for r in (0, 1)
+                          for ph, k, v in (("red", "compute", 0.3), ("black", "compute", 0.3), ("halo", "mpi", 0.3),
+                                           ("allreduce", "mpi", 0.1))])
+    said = lesson_scaling.split_takeaway(table, "2 ranks, grid 2x1")
+    assert "MPI calls took 40 % of the ranks' summed time (halo the most)" in said
 
 
 def test_callgrind_slowdown_sentence_uses_the_plain_runs_spread():

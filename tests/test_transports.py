@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from hpclab.analysis import transports
-from hpclab.course import lesson_transports
+from hpclab.course.lessons import transports as lesson_transports
 
 
 def _runs(label, latency_us, bw_mb_s, run_ids):

@@ -4,7 +4,9 @@ L is the latency (time of an empty message) and BW the asymptotic bandwidth. Wit
 microseconds, m in bytes and BW in MB/s (10^6 bytes per second), m / BW is already in
 microseconds, so the model is linear in (L, 1/BW) and a least-squares fit is exact.
 The fit is done on a size range the student chooses: one straight line cannot describe both
-eager and rendezvous protocols, and the residual panel shows where it stops fitting.
+eager and rendezvous protocols, so the course fits above the eager limit; even there the line
+cannot follow the caches (a ping-pong reuses its buffers, which stay in a core's L2 until they
+outgrow it), and the residual panel shows where it stops fitting.
 
 A latency is a time and cannot be negative, but an unconstrained line can cross zero below the
 axis: over large messages only, the intercept is an extrapolation far outside the data, and on a

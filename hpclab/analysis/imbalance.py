@@ -2,9 +2,9 @@
 analysis simulated at the 2014 talk's 384-rank scale.
 
 The trace machinery lives in hpclab.trace (replay, split, wait states, matrices, mappings); this
-module strings it together over runs and tables, and prints, draws and submits nothing (the
-lesson's specs and experiments are in hpclab.course.lesson_imbalance, its figures in
-hpclab.plots.imbalance):
+module strings it together over runs and tables, and prints, draws, submits and words nothing (the
+lessons' specs and experiments, the talk's cases, and the sentences on what the runs show are the
+imbalance lesson's, in hpclab.course.lessons; the figures are hpclab.plots.imbalance):
 
 - `halo_bytes`, `rendezvous_n`: the halo messages of a grid, and the n that puts them above the
   eager limit;
@@ -13,15 +13,20 @@ hpclab.plots.imbalance):
 - `pingpong_model(...)`, `link_rows`, `model_table`: an intra/inter-node Hockney model fitted to
   a pingpong run of this machine (intra) and, for the inter-node link, to the quoted 2019
   InfiniBand pingpong;
-- `seed_scale(...)`: the 384-rank, 16-node Poisson case generated from rates measured here,
-  replayed under that model, split the same way (a simulation, labelled as such);
+- `seed_scale(...)`: the talk's 384-rank, 16-node Poisson cases generated from rates measured
+  here, replayed under that model, split the same way (a simulation, labelled as such);
 - `dependency_table(...)`: the naive exchange (the 2014 code's order) against the non-blocking
   one, T_depend of each relative to non-blocking;
 - `subdomain_shapes`, `subdomain_table`, `subdomain_rates`: each simulated case's subdomain shape
   (the seed's local grids, scaled to this machine's cache) and the compute rates its single-rank
   runs give `seed_scale`;
 - `mapping_layouts`, `mapping_counts`: the linear against a blocked rank-to-node mapping, with
-  the inter-node messages predicted and counted.
+  the inter-node messages predicted and counted;
+- `split_shares`, `inter_eager_limit`: a measured split's parts as shares of its run time, and
+  the eager limit the model gives its inter-node link.
+
+A case of the simulation is a tuple (label, P, Q, exchange, mapping): P x Q ranks, exchange
+"naive" (every rank sends first, then receives) or "nonblocking", mapping "linear" or "blocked".
 """
 
 from __future__ import annotations
@@ -57,12 +62,6 @@ PARTS = (("T_comp", "compute"), ("T_transfer", "transfer"), ("T_load", "load imb
 
 REST = PARTS[-1][1]
 
-# What each part calls for, for the quiz whose answer is the learner's own largest part.
-ADVICE = {"transfer": "a faster network or a placement that keeps messages inside a node",
-          "load imbalance": "rebalancing the domain decomposition",
-          "dependency": "reordering the sends and receives (non-blocking or ordered exchange)",
-          REST: "giving every rank a core of its own (fewer ranks, or more cores)"}
-
 # Halo messages of the solver are at most a few 10 kB: fit the pingpong over that range only, so
 # the latency is not swamped by megabyte messages that the solver never sends.
 FIT_MAX_BYTES = 65536
@@ -97,9 +96,10 @@ def rendezvous_n(grid: str, eager: int, factor: float = 2.0, multiple: int = 64)
 
 def dependency_table(analysed: list[Analysed], iterations: int | None = None, model=None) -> pd.DataFrame:
     """T_depend (and the rest of the split) per exchange style: split_table of the runs with a
-    column `exchange` (from the label) and, per row, T_depend divided by the median T_depend of
-    the non-blocking runs (`depend_vs_nonblocking`; NaN without non-blocking runs or when their
-    median is 0).
+    column `exchange` (from the label), `T_solve` (the solver's own time for its solve loop, the
+    kernel's wall_time: T_real without the set-up the trace's window holds; same unit) and, per
+    row, T_depend divided by the median T_depend of the non-blocking runs
+    (`depend_vs_nonblocking`; NaN without non-blocking runs or when their median is 0).
 
     On the ideal network a message costs nothing, so a rendezvous chain costs nothing either
     when the ranks arrive together: the naive order shows in T_depend only through the
@@ -113,6 +113,10 @@ def dependency_table(analysed: list[Analysed], iterations: int | None = None, mo
     show that cost."""
     tab = split_table(analysed, iterations)
     tab.insert(1, "exchange", [str(lbl).split()[-1] for lbl in tab["label"]])
+    # the solver's own time for its solve loop (the kernel's wall_time, slowest rank), in the table's
+    # unit: T_real without the set-up and connection start the trace's window holds
+    scale = 1.0 if iterations is None else 1e3 / iterations
+    tab["T_solve"] = [poisson_report.wall_time(a.result) * scale if a.result else float("nan") for a in analysed]
 
     def vs_nonblocking(col):
         base = tab.loc[tab["exchange"] == "nonblocking", col]
@@ -282,17 +286,7 @@ class Simulated:
     nodes: list
     iterations: int
 
-# The configurations of the talk's 384-rank study (seed 001), plus the two changes it proposes.
-SEED_CASES = (  # the 2014 code's exchange: every rank sends first, then receives ("naive")
-    ("2D 24x16", 24, 16, "naive", "linear"),
-    ("1D 384x1", 384, 1, "naive", "linear"),
-    ("1D 1x384", 1, 384, "naive", "linear"),
-    ("2D 24x16 non-blocking", 24, 16, "nonblocking", "linear"),
-    ("2D 24x16 blocked mapping", 24, 16, "naive", "blocked"),
-)
-
-
-def rates_per_case(rates: dict, cases=SEED_CASES) -> dict[str, dict[str, float]]:
+def rates_per_case(rates: dict, cases) -> dict[str, dict[str, float]]:
     """{case label: {phase: ns per point}} from either one set of rates for every case
     ({phase: ns}, e.g. measured_rates) or rates per case (subdomain_rates). Raises HpclabError
     naming the cases that have no rates."""
@@ -306,10 +300,10 @@ def rates_per_case(rates: dict, cases=SEED_CASES) -> dict[str, dict[str, float]]
     return {c[0]: dict(rates[c[0]]) for c in cases}
 
 
-def seed_scale(rates: dict, model, *, iterations: int, cases=SEED_CASES, n: int | None = None,
+def seed_scale(rates: dict, model, *, iterations: int, cases, n: int | None = None,
                cores: int | None = None, exchanges_per_iteration: int = 2) -> dict[str, Simulated]:
-    """Generate and split the talk's cases (label, P, Q, exchange, mapping) with compute rates
-    measured here: each trace is built on `model` (the 'real' run), replayed on the ideal network,
+    """Generate and split `cases` (label, P, Q, exchange, mapping; the talk's are the imbalance
+    lesson's SEED_CASES) with compute rates measured here: each trace is built on `model` (the 'real' run), replayed on the ideal network,
     and split. rates: {phase: ns per point} for every case, or {case label: {phase: ns}} with each
     case's own rates, as subdomain_rates(measure_subdomains(...)) gives them (a 1x384 strip of
     short rows computes at another rate than a 24x16 tile; the single-rank runs measure both).
@@ -361,7 +355,7 @@ def cache_scale() -> float:
     return l2_bytes() / SEED_L2_BYTES
 
 
-def subdomain_shapes(cases=SEED_CASES, *, n: int | None = None, scale: float | None = None,
+def subdomain_shapes(cases, *, n: int | None = None, scale: float | None = None,
                      keep: str = "row_length") -> pd.DataFrame:
     """The local grid of each case's ranks, as the seed had it and scaled to this machine.
 
@@ -426,7 +420,7 @@ def subdomain_table(runs, shapes: pd.DataFrame) -> pd.DataFrame:
         got = by_shape.get((int(c["local_x"]), int(c["local_y"])))
         if not got:
             raise HpclabError(f"no single-rank run of the {c['local_x']}x{c['local_y']} subdomain of {c['case']!r}",
-                              "run lesson_imbalance.subdomain_specs(shapes) (hpclab.course) and pass their runs")
+                              "run hpclab.course.lessons.imbalance.subdomain_specs(shapes) and pass their runs")
         base = {k: c[k] for k in ("case", "grid", "seed_x", "seed_y", "local_x", "local_y", "points")}
         rows += [{**base, **g} for g in got]
     return pd.DataFrame(rows)
@@ -436,11 +430,13 @@ def subdomain_rates(table: pd.DataFrame) -> dict[str, dict[str, float]]:
     """{case: {phase: ns per point}}: the median over a subdomain_table's runs of each case, for
     seed_scale."""
     if table.empty:
-        raise HpclabError("the subdomain table is empty", "run hpclab.course.lesson_imbalance.measure_subdomains() first")
+        raise HpclabError("the subdomain table is empty",
+                          "run hpclab.course.lessons.imbalance.measure_subdomains() first")
     missing = [ph for ph in PHASES if ph not in table.columns]
     if missing:
         raise HpclabError(f"the subdomain table lacks the phase column(s) {', '.join(missing)}",
-                          "pass the table lesson_imbalance.measure_subdomains() or subdomain_table() returns")
+                          "pass the table measure_subdomains() (hpclab.course.lessons.imbalance) or "
+                          "subdomain_table() returns")
     med = table.groupby("case", sort=False)[list(PHASES)].median()
     return {case: {ph: float(row[ph]) for ph in PHASES} for case, row in med.iterrows()}
 
@@ -544,14 +540,29 @@ def mapping_replays(trace, model, cores: int, grid: str) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("mapping")
 
 
+def median_rows(runs) -> list[dict]:
+    """One pingpong row {bytes, t_usec} per message size: the median t_usec over `runs` (Runs of
+    the pingpong kernel, or one Run). A run slowed down by other work on a shared machine (a
+    rank switched out in the middle of its round trips) moves a median of three no further than
+    the other two allow."""
+    runs = runs if isinstance(runs, (list, tuple)) else [runs]
+    by: dict[int, list[float]] = {}
+    for r in runs:
+        for row in pingpong.message_rows(r.result()):
+            by.setdefault(int(row["bytes"]), []).append(float(row["t_usec"]))
+    return [{"bytes": b, "t_usec": statistics.median(ts)} for b, ts in sorted(by.items())]
+
+
 def link_rows(pingpongs: dict) -> tuple[list[dict], list[dict], pd.DataFrame]:
-    """Pingpong rows for the model's links from runs of pingpong_specs ({'intra': Run | None,
-    'inter': Run | None}): (intra rows, inter rows, a table saying where each link came from).
-    Without an inter-node run the inter link is the quoted 2019 InfiniBand (quoted_inter_rows);
-    without an intra-node run (one CPU per node) the intra link reuses the inter-node rows."""
-    got = {k: pingpong.message_rows(r.result()) for k, r in pingpongs.items() if r is not None}
+    """Pingpong rows for the model's links from runs of pingpong_specs ({'intra': Run, a list of
+    Runs (repetitions: median_rows) or None, 'inter': the same}): (intra rows, inter rows, a
+    table saying where each link came from). Without an inter-node run the inter link is the
+    quoted 2019 InfiniBand (quoted_inter_rows); without an intra-node run (one CPU per node) the
+    intra link reuses the inter-node rows."""
+    got = {k: median_rows(r) for k, r in pingpongs.items() if r}
     if not got:
-        raise HpclabError("no pingpong run to fit a network model to", "run hpclab.course.lesson_imbalance.pingpong_specs(...) first")
+        raise HpclabError("no pingpong run to fit a network model to",
+                          "run hpclab.course.lessons.imbalance.pingpong_specs(...) first")
     if "inter" in got:
         inter, inter_src = got["inter"], "measured: pingpong between two nodes of this cluster"
     else:
@@ -588,8 +599,8 @@ def exchanges_of(trace) -> int:
 
 
 def mapping_counts(runs, layouts: dict[str, list[int]], px: int, py: int, iterations: int) -> pd.DataFrame:
-    """One row per traced run: its mapping, whether every rank ran on the node the mapping gave
-    it, the inter-node messages predicted from the grid (hpclab.trace.mapping) and counted in the
+    """One row per traced run: its mapping, its repetition (round), whether every rank ran on the
+    node the mapping gave it, the inter-node messages predicted from the grid (hpclab.trace.mapping) and counted in the
     trace's per-node message matrix, the inter-node bytes, and the measured ms per iteration."""
     rows = []
     for run in runs:
@@ -601,6 +612,7 @@ def mapping_counts(runs, layouts: dict[str, list[int]], px: int, py: int, iterat
         per_node = aggregate(message_matrix(trace), trace.hosts)
         rows.append({
             "mapping": run.spec.label, "run": run.path.name,
+            "repetition": int(run.folder.status().get("repetition", 1)),
             "ranks where mapped": len(pairs) == len(set(nodes)) == len(set(where)),
             "inter-node messages, predicted": mapping.internode_messages(px, py, nodes, exchanges=exchanges_of(trace)),
             "inter-node messages, traced": int(per_node.off_diagonal("count")),
@@ -609,11 +621,10 @@ def mapping_counts(runs, layouts: dict[str, list[int]], px: int, py: int, iterat
     return pd.DataFrame(rows)
 
 
-# --- the split measured with a core per rank: sentences from the numbers --------------------------
+# --- the split measured with a core per rank ------------------------------------------------------
 
 SPLIT_NAMES = {"T_comp": "compute", "T_transfer": "transfer", "T_load": "load imbalance", "T_depend": "dependency",
                "T_rest": "rest"}
-REST_LIMIT = 0.10  # the rest a clean measured split leaves: at most this share of T_real
 
 
 def split_shares(table: pd.DataFrame) -> pd.DataFrame:
@@ -623,140 +634,16 @@ def split_shares(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([table[["label", "repetition"]], shares], axis=1)
 
 
-def split_report(table: pd.DataFrame, label: str, unit: str = "ms per iteration") -> str:
-    """Markdown sentences on one configuration's measured split (split_table rows of `label`),
-    built from the numbers: what leads in each run (hpclab.analysis.phrases.dominant), whether
-    compute and transfer are the two largest parts in every run, and the rest against
-    REST_LIMIT of T_real, with its range over the runs."""
-    from hpclab.analysis import phrases
-
-    rows = table[table["label"] == label]
-    if rows.empty:
-        raise HpclabError(f"no run labelled {label!r} in the table", f"labels: {', '.join(map(str, table['label'].unique()))}")
-    shares = split_shares(rows)
-    parts = list(SPLIT_NAMES.values())
-    lines = []
-    for _, r in shares.iterrows():
-        top2 = r[parts].astype(float).nlargest(2).index.tolist()
-        lines.append(f"- run {int(r['repetition'])}: {phrases.dominant({k: float(r[k]) for k in parts}, whole=1.0)}; "
-                     f"the two largest parts are {top2[0]} and {top2[1]}")
-    lead = [set(r[parts].astype(float).nlargest(2).index) == {"compute", "transfer"} for _, r in shares.iterrows()]
-    rest = phrases.Spread.of(shares["rest"] * 100)
-    t_real = phrases.Spread.of(rows["T_real"])
-    verdict = (f"Compute and transfer are the two largest parts in all {len(lead)} runs." if all(lead) else
-               f"Compute and transfer are the two largest parts in {sum(lead)} of {len(lead)} runs.")
-    rest_text = (f"The rest is {rest.text('%', 2)} of T_real: "
-                 + ("at most 10 % in every run, so the replay explains the measured time."
-                    if rest.max <= REST_LIMIT * 100 else
-                    "above 10 % in some run, so part of the measured time is not explained by the replay "
-                    "(noise from other work on this machine, or a model that does not fit)."))
-    return (f"**{label}**, T_real {t_real.text(unit)}.\n\n" + "\n".join(lines) + f"\n\n{verdict} {rest_text}")
-
-
-def exchange_report(table: pd.DataFrame, unit: str = "ms per iteration") -> str:
-    """Markdown: the naive against the non-blocking exchange, measured (T_real) and in the
-    transfer part, each with hpclab.analysis.phrases.compare (rows of dependency_table: columns
-    exchange, T_real, T_transfer, T_depend)."""
-    from hpclab.analysis import phrases
-
-    nv, nb = table[table["exchange"] == "naive"], table[table["exchange"] == "nonblocking"]
-    if nv.empty or nb.empty:
-        raise HpclabError("the table needs naive and nonblocking runs", "pass dependency_table of both exchanges")
-    out = []
-    for col, what, u in (("T_real", "measured run time (T_real)", unit), ("T_transfer", "transfer part", "ms/iteration"),
-                         ("T_depend", "dependency part", "ms/iteration")):
-        # a part is larger or smaller ('higher'/'lower'); only the run time is slower or faster
-        c = phrases.compare(list(nv[col]), list(nb[col]), a_name="the naive exchange", b_name="the non-blocking one",
-                            quantity=what, unit=u)
-        out.append(f"- {c.sentence()}")
-    return "\n".join(out)
-
-
 def inter_eager_limit(link_sources: pd.DataFrame, tcp_eager: int) -> tuple[int, str]:
     """The eager limit (bytes) the model gives its inter-node link, and where it comes from
     (link_sources: the table link_rows returns). A link measured between this cluster's nodes runs
     Open MPI's TCP BTL: `tcp_eager` (btl_tcp_eager_limit). The quoted 2019 InfiniBand link ran
-    pml/ucx, whose rendezvous threshold is UCX's own (UCX_RNDV_THRESH, chosen by UCX at run time),
-    not any BTL's; the model gives it the 256 KiB of the 2014 study's Intel MPI
-    (I_MPI_EAGER_THRESHOLD), the limit under which the study's halos travelled."""
+    pml/ucx, whose rendezvous threshold is UCX's own (UCX_RNDV_THRESH, chosen at run time), and the
+    2014 study's Intel MPI 5.0 switched between nodes at its DAPL fabric's
+    I_MPI_DAPL_DIRECT_COPY_THRESHOLD, which the training does not quote; the model takes Intel
+    MPI's general I_MPI_EAGER_THRESHOLD default, 256 KiB, and says so."""
     if str(link_sources.loc["inter-node", "source"]).startswith("measured"):
         return int(tcp_eager), "btl_tcp_eager_limit (Open MPI's TCP between nodes)"
     return (int(seedfacts.INTEL_MPI_EAGER_THRESHOLD),
-            "I_MPI_EAGER_THRESHOLD of the 2014 study's Intel MPI (UCX sets its own, UCX_RNDV_THRESH)")
-
-
-def collective_wait_report(waits: pd.DataFrame, splits: dict, iterations: dict) -> str:
-    """Markdown, one line per run: the waiting in MPI_Allreduce (Wait at NxN, from the rows of
-    hpclab.trace.waitstates.by_callsite with a column `run` and `total_ns`) per iteration, beside
-    the run's load imbalance and rest (its Split) per iteration, and which of the two can account
-    for it. splits: {run label: Split}; iterations: {run label: solver iterations}."""
-    lines = []
-    for label, s in splits.items():
-        it = iterations[label]
-        sub = waits[(waits["run"] == label) & waits["callsite"].astype(str).str.contains("MPI_Allreduce")]
-        wait = float(sub["total_ns"].sum()) / s.nranks / it / 1e6
-        load, rest = s.T_load / it / 1e6, s.T_rest / it / 1e6
-        if wait <= 0:
-            lines.append(f"- {label}: no waiting in the Allreduce was found.")
-            continue
-        if load >= 0.5 * wait:
-            why = "the load imbalance is of the same size or larger: the ranks with less work wait there for the slowest"
-        elif rest >= 0.5 * wait:
-            why = ("the load imbalance is far smaller, the rest is not: most of this wait is ranks arriving late "
-                   "because they were switched out, not unequal work")
-        else:
-            why = ("neither the load imbalance nor the rest is that large: the wait comes from arrival delays the "
-                   "exchanges before it pass along (dependency and transfer)")
-        lines.append(f"- {label}: {wait:.4f} ms per rank and iteration waiting in the Allreduce; load imbalance "
-                     f"{load:.4f} ms, rest {rest:.4f} ms per iteration: {why}.")
-    return "\n".join(lines)
-
-
-def eager_send_report(trace, window: tuple[int, int], eager: int) -> str:
-    """One sentence on the blocking MPI_Send calls of `trace` (a measured trace with CPU times)
-    inside `window` (ns) whose message is at most `eager` bytes: their median wall time and the
-    median CPU time the rank got inside them, and so how much of the median call the rank was
-    switched out (descheduled) and how much it ran inside the MPI library."""
-    from hpclab.analysis import phrases
-
-    ev = trace.events
-    sel = ev[(ev["call"] == "MPI_Send") & (ev["bytes"] <= eager) & (ev["peer"] >= 0)
-             & (ev["t_enter"] >= window[0]) & (ev["t_exit"] <= window[1])]
-    if sel.empty:
-        return "No eager MPI_Send call falls inside this window."
-    wall = (sel["t_exit"] - sel["t_enter"]) / 1e3
-    n = len(sel)
-
-    def span(v):
-        sp = phrases.Spread.of(v)
-        return f"{sp.median:.1f} us" + (f" (median; {sp.min:.1f}-{sp.max:.1f})" if n > 1 else "")
-
-    if "cpu_enter" not in sel or (sel["cpu_enter"] < 0).any():
-        return f"{n} eager MPI_Send call(s) in this window last {span(wall)} (no CPU times recorded)."
-    cpu = (sel["cpu_exit"] - sel["cpu_enter"]) / 1e3
-    w, c = phrases.Spread.of(wall), phrases.Spread.of(cpu)
-    off = 1 - c.median / w.median if w.median > 0 else 0.0
-    return (f"{n} eager MPI_Send call(s) (at most {eager} bytes) in this window last {span(wall)} of wall time, "
-            f"of which the rank ran {span(cpu)}: for {off * 100:.0f} % of the median call it was switched out "
-            f"(descheduled), and for {(1 - off) * 100:.0f} % it ran inside the MPI library.")
-
-
-def simulated_report(sim_table: pd.DataFrame, a: str, b: str) -> str:
-    """One sentence on two simulated cases of simulated_table (rows a and b): their iteration
-    times, and which is shorter and by how much. A simulation is deterministic (one value per
-    case, no spread), and the sentence says it is a simulation."""
-    ta, tb = float(sim_table.loc[a, "T_real"]), float(sim_table.loc[b, "T_real"])
-    if ta == tb:
-        return f"In the simulation, {a} and {b} take the same time per iteration ({ta:.4f} ms)."
-    faster, slower = (a, b) if ta < tb else (b, a)
-    tf, ts = min(ta, tb), max(ta, tb)
-    return (f"In the simulation, {faster} takes {tf:.4f} ms per iteration and {slower} {ts:.4f} ms: "
-            f"{slower} is {(ts / tf - 1) * 100:.0f} % slower (one simulated run each, no spread: a model's output).")
-
-
-def simulated_ranking(sim_table: pd.DataFrame, cases) -> str:
-    """The simulated cases `cases` (rows of simulated_table), shortest iteration first, as one
-    sentence with their ms per iteration."""
-    t = sim_table.loc[list(cases), "T_real"].astype(float).sort_values()
-    return ("Simulated time per iteration, shortest first: "
-            + ", ".join(f"{label} {v:.4f} ms" for label, v in t.items()) + ".")
+            "assumed: Intel MPI's I_MPI_EAGER_THRESHOLD default (UCX_RNDV_THRESH and the study's DAPL threshold "
+            "are not quoted)")

@@ -1,25 +1,36 @@
 """Sentences built from measurements: the one place the course words an outcome.
 
-A notebook, a lab or the fidelity table never types "faster", "within the noise" or "an order of
+A notebook, a lab or the fidelity table never types "faster", "no difference" or "an order of
 magnitude" about a number the learner just measured: it asks this module, which looks at the
 numbers and their spread and says only what they support.
 
-The rule for "beyond the spread" is simple and stated everywhere it is used: each side has at
-least MIN_RUNS repetitions and the two ranges (min..max) do not overlap. Fewer runs, or
-overlapping ranges, give "within the noise" with the counts, whatever the medians say.
+A comparison of two sides is decided by statistics (hpclab.analysis.stats, after Hoefler and
+Belli, SC15): the ratio of the two sides with its 95 % confidence interval (CI), nonparametric
+because timings are skewed. A CI inside 1/1.05..1.05 says "no difference larger than 5 %"; a CI
+that excludes 1 otherwise says "different" (`beyond_spread`); anything else says "this machine
+cannot tell" with the CI and the noise, and run counts too few to reach 95 % at all (fewer than
+MIN_RUNS a side unpaired, MIN_RUNS_PAIRED paired) say "cannot be told apart with so few runs",
+whatever the medians say. Runs are compared
+unpaired unless the caller says they alternated round by round (paired=True).
 
 Every function is pure: numbers in, a `Comparison` or a string out. Swapping the two sides of a
-comparison flips its sentence (tests/test_phrases.py checks it on recorded runs).
+comparison flips its sentence (tests/test_phrases.py checks it).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from statistics import median
 from typing import Iterable, Sequence
 
-MIN_RUNS = 3  # repetitions per side before a difference may be called real
+from hpclab.analysis import stats
+
+# Fewest runs per side before a decision can be reached at 95 %, from the exact distributions:
+# unpaired 4 + 4 (1 - 2/C(8, 4) = 0.971; 3 + 3 reach only 0.9), paired 6 (1 - 2/2^6 = 0.969).
+MIN_RUNS = stats.min_runs(paired=False)
+MIN_RUNS_PAIRED = stats.min_runs(paired=True)
 
 
 @dataclass(frozen=True)
@@ -33,7 +44,7 @@ class Spread:
 
     @classmethod
     def of(cls, values: Iterable[float]) -> "Spread":
-        vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+        vals = _measured(values)
         if not vals:
             raise ValueError("a spread needs at least one measured value")
         return cls(len(vals), min(vals), median(vals), max(vals))
@@ -49,6 +60,15 @@ class Spread:
         return f"{_num(self.median, digits)}{u} ({_num(self.min, digits)}-{_num(self.max, digits)}, {self.n} runs)"
 
 
+def _missing(v) -> bool:
+    return v is None or math.isnan(float(v))
+
+
+def _measured(values: Iterable[float]) -> list[float]:
+    """The values that were measured (None and NaN, a failed run's marks, dropped)."""
+    return [float(v) for v in values if not _missing(v)]
+
+
 def _num(x: float, digits: int = 3) -> str:
     """A number with `digits` significant figures, without scientific notation for ordinary sizes."""
     if x == 0 or not math.isfinite(x):
@@ -58,12 +78,29 @@ def _num(x: float, digits: int = 3) -> str:
     return f"{x:.{decimals}f}"
 
 
+def _r(x: float, extra: int = 0) -> str:
+    """A ratio near 1 with two decimals (0.97, 1.04); far from 1, two significant figures;
+    `extra` more digits when asked."""
+    return f"{x:.{2 + extra}f}" if 0.1 <= x < 10 else _num(x, 2 + extra)
+
+
+def _span(lo: float, hi: float, show=lambda x, extra: _num(x, 2 + extra)) -> str:
+    """'1.6-2.1': an interval with as few digits as keep its two ends apart (at most 2 more)."""
+    for extra in range(3):
+        a, b = show(lo, extra), show(hi, extra)
+        if a != b or lo == hi:
+            break
+    return f"{a}-{b}"
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Two measured sides of one quantity, and what the numbers allow one to say about them.
 
-    `lower_is_better` says which way is good (times: lower; bandwidths: higher); it only
-    chooses the words ("slower"/"faster", "less"/"more")."""
+    a and b are the sides' spreads; a_values and b_values the runs themselves (in the same unit),
+    `paired` whether a_values[i] and b_values[i] ran in one round. `lower_is_better` says which way
+    is good (times: lower; bandwidths: higher); it only chooses the words ("slower"/"faster",
+    "lower"/"higher"). The decision is stats.decide's at `level` with `margin`."""
 
     a_name: str
     b_name: str
@@ -72,32 +109,57 @@ class Comparison:
     quantity: str
     unit: str
     lower_is_better: bool
+    a_values: tuple[float, ...] = field(default=(), repr=False)
+    b_values: tuple[float, ...] = field(default=(), repr=False)
+    paired: bool = False
+    margin: float = stats.MARGIN
+    level: float = stats.LEVEL
 
     @property
     def ratio(self) -> float:
         """Median of a over median of b."""
         return self.a.median / self.b.median if self.b.median else math.inf
 
+    @cached_property
+    def decision(self) -> stats.Decision | None:
+        """stats.decide on the two sides' runs; None when a run is zero or negative (a ratio of
+        such values means nothing) or the comparison was built without its runs."""
+        if not self.a_values or not self.b_values or min(*self.a_values, *self.b_values) <= 0:
+            return None
+        return stats.decide(self.a_values, self.b_values, paired=self.paired, margin=self.margin,
+                            level=self.level)
+
+    @property
+    def outcome(self) -> str:
+        """'different', 'equivalent' or 'undecided' (stats.OUTCOMES)."""
+        return self.decision.outcome if self.decision is not None else "undecided"
+
     @property
     def enough_runs(self) -> bool:
-        return self.a.n >= MIN_RUNS and self.b.n >= MIN_RUNS
+        """Whether these run counts can reach a decision at `level` at all (at least MIN_RUNS per
+        side unpaired, MIN_RUNS_PAIRED paired, for equal sides)."""
+        return stats.enough_runs_for(self.a.n, self.b.n, paired=self.paired, level=self.level)
 
     @property
     def beyond_spread(self) -> bool:
-        """At least MIN_RUNS per side and the ranges do not overlap: the difference is measured."""
-        return self.enough_runs and not self.a.overlaps(self.b)
+        """Decided "different" by stats.decide: the ratio's CI excludes 1 and is not within the margin."""
+        return self.outcome == "different"
 
     @property
     def winner(self) -> str | None:
-        """The better side's name when the difference is beyond the spread, else None."""
+        """The better side's name when the two are decided different, else None."""
         if not self.beyond_spread:
             return None
-        a_lower = self.a.median < self.b.median
+        a_lower = self.decision.ratio.hi < 1
         return self.a_name if a_lower == self.lower_is_better else self.b_name
 
+    def _estimate(self) -> float:
+        return self.decision.ratio.estimate if self.decision is not None else self.ratio
+
     def word(self) -> str:
-        """How a compares with b, one word or phrase: 'slower', 'faster', 'more', 'less', ..."""
-        higher = self.a.median > self.b.median
+        """How a compares with b, one word: 'slower', 'faster', 'higher', 'lower' (from the ratio
+        estimate of the decision, else the medians)."""
+        higher = self._estimate() > 1
         if self.unit_is_time:
             return "slower" if higher else "faster"
         return "higher" if higher else "lower"
@@ -108,43 +170,93 @@ class Comparison:
             self.quantity.startswith("time")
 
     def difference(self) -> str:
-        """'29 % slower', '3.4x higher': the size of a against b, in the clearer of the two forms."""
-        r = self.ratio
+        """'29 % slower', '3.4x higher': the size of a against b (the decision's ratio estimate),
+        in the clearer of the two forms."""
+        r = self._estimate()
         if r >= 1.5 or r <= 1 / 1.5:
             big = max(r, 1 / r) if r > 0 else math.inf
             return f"{_num(big, 2)}x {self.word()}"
-        pct = abs(r - 1) * 100
-        return f"{pct:.0f} % {self.word()}"
+        return f"{_num(abs(r - 1) * 100, 2)} % {self.word()}"
+
+    def _runs(self) -> str:
+        if self.paired:
+            return f"{self.a.n} paired runs"
+        if self.a.n == self.b.n:
+            return f"{self.a.n} run{'s' if self.a.n != 1 else ''} each"
+        return f"{self.a.n} and {self.b.n} runs"
+
+    def _effect_ci(self) -> str:
+        """The CI in the form difference() uses: '1.6-2.1x' or '8.0-17 %'."""
+        r = self.decision.ratio
+        if r.estimate >= 1.5 or r.estimate <= 1 / 1.5:
+            lo, hi = (r.lo, r.hi) if r.estimate > 1 else (1 / r.hi, 1 / r.lo)
+            return f"{_span(lo, hi)}x"
+        lo, hi = sorted((abs(r.lo - 1) * 100, abs(r.hi - 1) * 100))  # as difference(): |ratio - 1|
+        return f"{_span(lo, hi)} %"
 
     def sentence(self) -> str:
-        """One sentence that states only what the numbers support, with the numbers."""
-        nums = (f"{self.quantity}: {self.a_name} {self.a.text(self.unit)} vs "
-                f"{self.b_name} {self.b.text(self.unit)}")
-        if not self.enough_runs:
+        """One sentence for a learner: the outcome first, then the numbers that support it."""
+        d = self.decision
+        u = f" {self.unit}" if self.unit else ""
+        medians = f"medians {_num(self.a.median)} vs {_num(self.b.median)}{u}"
+        where = f" in {self.quantity}"
+        lvl = f"{self.level * 100:g} %"
+        margin = f"{self.margin * 100:g} %"
+        if d is None:
+            return (f"{self.a_name} and {self.b_name} cannot be compared as a ratio{where}: "
+                    f"some runs measured zero or less ({medians}; {self._runs()}).")
+        r = d.ratio
+        noise = f"noise +-{_num(d.noise * 100, 2)} %"
+        if not d.reachable:
+            fewest = stats.min_runs(paired=self.paired, level=self.level)
+            need = f"{fewest} paired runs" if self.paired else f"{fewest} runs each"
             return (f"{self.a_name} and {self.b_name} cannot be told apart with so few runs "
-                    f"(at least {MIN_RUNS} per side are needed; {nums}).")
-        if self.a.overlaps(self.b):
-            return (f"{self.a_name} and {self.b_name} are within the noise of "
-                    f"{min(self.a.n, self.b.n)} runs: their ranges overlap ({nums}).")
-        return (f"{self.a_name} is {self.difference()} than {self.b_name}, beyond the spread of "
-                f"{min(self.a.n, self.b.n)} runs per side ({nums}).")
+                    f"({self._runs()}): a {lvl} CI of their {self.quantity} needs at least {need} "
+                    f"(ratio {_r(r.estimate)}; {medians}; {noise}).")
+        if d.outcome == "equivalent":
+            return (f"{self.a_name} and {self.b_name}: no difference larger than "
+                    f"{margin}{where} (ratio {_r(r.estimate)}, {lvl} CI "
+                    f"{_span(r.lo, r.hi, _r)}; {medians}; {self._runs()}).")
+        if d.outcome == "different":
+            said = "" if self.unit_is_time else where
+            return (f"{self.a_name} is {self.difference()} than {self.b_name}{said} ({lvl} CI "
+                    f"{self._effect_ci()}; {medians}; {self._runs()}).")
+        return (f"This machine cannot tell {self.a_name} from {self.b_name}{where} with {self._runs()}: "
+                f"the ratio's {lvl} CI, {_span(r.lo, r.hi, _r)}, holds both 1 and differences over "
+                f"{margin} ({medians}; {noise}).")
 
     def swapped(self) -> "Comparison":
-        return Comparison(self.b_name, self.a_name, self.b, self.a, self.quantity, self.unit, self.lower_is_better)
+        return Comparison(self.b_name, self.a_name, self.b, self.a, self.quantity, self.unit,
+                          self.lower_is_better, self.b_values, self.a_values, self.paired,
+                          self.margin, self.level)
 
 
 def chance_apart(na: int, nb: int) -> float:
     """How often the ranges of na and nb values drawn from one continuous distribution do not
     overlap: every ordering of the na + nb values is equally likely, and in exactly two of the
     C(na + nb, na) ways to place the a-values among them all a-values lie below all b-values, or
-    above. 3 and 3 runs: 0.1, one time in ten; 5 and 5: 2/252, under 1 %."""
+    above. 3 and 3 runs: 0.1, one time in ten; 5 and 5: 2/252, under 1 %. (The false alarm rate
+    of calling ranges apart a difference; Comparison decides by stats.decide instead.)"""
     return 2 / math.comb(na + nb, na) if na > 0 and nb > 0 else 1.0
 
 
 def compare(a: Sequence[float], b: Sequence[float], *, a_name: str = "A", b_name: str = "B",
-            quantity: str = "time", unit: str = "", lower_is_better: bool = True) -> Comparison:
-    """Compare two sets of repeated measurements (a and b: values in the same unit)."""
-    return Comparison(a_name, b_name, Spread.of(a), Spread.of(b), quantity, unit, lower_is_better)
+            quantity: str = "time", unit: str = "", lower_is_better: bool = True,
+            paired: bool = False, margin: float = stats.MARGIN, level: float = stats.LEVEL) -> Comparison:
+    """Compare two sets of repeated measurements (a and b: values in the same unit, > 0 for a
+    decision). paired=True says a[i] and b[i] ran in one round (the runs alternated A B A B); a
+    round with a missing value on either side is then dropped whole. Unpaired by default: equal
+    lengths alone do not make runs paired. `margin` (0.05 = 5 %) and `level` (0..1) go to
+    stats.decide."""
+    if paired:
+        if len(a) != len(b):
+            raise ValueError(f"paired runs need one b per a: got {len(a)} and {len(b)} values")
+        rounds = [(x, y) for x, y in zip(a, b) if not _missing(x) and not _missing(y)]
+        av, bv = [float(x) for x, _ in rounds], [float(y) for _, y in rounds]
+    else:
+        av, bv = _measured(a), _measured(b)
+    return Comparison(a_name, b_name, Spread.of(av), Spread.of(bv), quantity, unit, lower_is_better,
+                      tuple(av), tuple(bv), paired, margin, level)
 
 
 def ratio(big: float, small: float) -> str:
@@ -246,3 +358,45 @@ def factors(total: float, parts: dict[str, float], *, what: str = "in all") -> s
         return f"{head}; the factors pull in opposite directions, so none is a share of the total"
     shares = " and ".join(pct(math.log(v) / log_total) for v in named.values())
     return f"{head}; on a log scale {shares}"
+
+
+# --- comparisons as a small table, and what the noise watch saw beside them --------------------------
+
+def said(cmp: "Comparison") -> str:
+    """A comparison's outcome in a few words, for a table cell: '14x higher', '29 % slower',
+    'no difference > 5 %', 'undecided' (or 'too few runs' when the run counts cannot decide)."""
+    if cmp.outcome == "different":
+        return cmp.difference()
+    if cmp.outcome == "equivalent":
+        return f"no difference > {cmp.margin * 100:g} %"
+    return "undecided" if cmp.enough_runs else "too few runs"
+
+
+def outcomes(comparisons: dict) -> "pd.DataFrame":
+    """A small table of comparisons (the course puts numbers in tables, not in prose).
+
+    comparisons: {row name: phrases.Comparison}. One row each: outcome (stats.decide's:
+    different, equivalent, undecided), a vs b (said()), ratio (the decision's estimate of a/b,
+    3 significant digits), its 95 % CI ('11.8-16.7') and the runs ('4 + 4', '6 paired')."""
+    import pandas as pd
+
+    rows = []
+    for name, c in comparisons.items():
+        r = c.decision.ratio if c.decision is not None else None
+        rows.append({"comparison": name, "outcome": c.outcome, "a vs b": said(c),
+                     "ratio a/b": float(f"{(r.estimate if r else c.ratio):.3g}"),
+                     "95 % CI": f"{r.lo:.3g}-{r.hi:.3g}" if r else "-",
+                     "runs": f"{c.a.n} paired" if c.paired else f"{c.a.n} + {c.b.n}"})
+    return pd.DataFrame(rows).set_index("comparison")
+
+
+def noise_note(runs) -> str:
+    """What the noise watch saw beside an experiment's runs (hpclab.runs.parse.noise), as a
+    sentence under its table: '3 of 12 runs were taken beside other work (...), so these
+    decisions may reflect that work, not only the cases.'; '' when no run was disturbed."""
+    from hpclab.runs.parse import noise  # runs carry their noise watch; the rest of this module is pure
+
+    part = noise.beside_other_work(runs)
+    if not part:
+        return ""
+    return f"{part[:1].upper()}{part[1:]}, so these decisions may reflect that work, not only the cases."

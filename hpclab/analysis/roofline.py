@@ -4,9 +4,10 @@ The bytes one lattice update must move (`traffic_model`), the bandwidth of the S
 whose real traffic (write-allocate counted) has the same read:write mix (`memory_roof`), the best
 rate that bandwidth allows (`roofline`), the cache sizes of the node a run used (`cache_sizes`)
 and the one size rule for "from memory": a working set of at least 4x the last-level cache
-(`stream_elements`, `memory_resident_n`, `residency`). `roof_table` and `roofline_fidelity` put
-the solver's measured rates (`poisson_rates`) against the roof. The figure is
-hpclab.plots.roofline.plot_roofline; the profilers are hpclab.tools.profilers.
+(`stream_elements`, `memory_resident_n`, `residency`). `roof_table` and `against_roof` put the
+solver's measured rates (`poisson_rates`) against the roof; the verdict on the seed's claim is the
+scaling lesson's (hpclab.course.lessons). The figure is hpclab.plots.roofline.plot_roofline; the
+profilers are hpclab.tools.profilers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pandas as pd
 from hpclab.analysis import effective_cache, phrases
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
-from hpclab.kernels import poisson as poisson_report, stream
+from hpclab.kernels import contract, poisson as poisson_report, stream
 from hpclab.site import topology
 
 WORD = 8  # bytes per double
@@ -247,17 +248,26 @@ def spread(table: pd.DataFrame, by, value: str) -> pd.DataFrame:
     return pd.DataFrame({"min": g.min(), "median": g.median(), "max": g.max(), "runs": g.size()})
 
 
+# A build of the solver other than the course's runs as `kernel: program` (hpclab.kernels.program),
+# which keeps its own result.json; the solver's report goes beside it under this name.
+PROGRAM_REPORT = "poisson.json"
+
+
 def poisson_rates(runs) -> pd.DataFrame:
     """One row per completed poisson run (hpclab.jobs.experiment.Run): run_id, n, iterations,
-    variant ("fused" when run with --fuse, else "separate"), lups (lattice updates per second),
-    wall_time [s], and the residual history (a tuple, for exact comparisons)."""
+    variant ("fused" when run with --fuse, "separate" without; a `kernel: program` run of another
+    build of the solver, whose report is PROGRAM_REPORT in its folder, is named by its spec's
+    label), lups (lattice updates per second), wall_time [s], host, and the residual history (a
+    tuple, for exact comparisons)."""
     rows = []
     for r in runs:
-        doc = r.result()
+        other_build = getattr(getattr(r, "spec", None), "kernel", "poisson") == "program"
+        doc = (contract.load_result(Path(r.path) / PROGRAM_REPORT, kernel="poisson")
+               if other_build else r.result())
         res = poisson_report.measures(doc)
+        variant = r.spec.label if other_build else ("fused" if res.get("fuse") else "separate")
         rows.append({"run_id": r.run_id, "n": res["n"], "iterations": res["iterations"],
-                     "variant": "fused" if res.get("fuse") else "separate",
-                     "lups": res["lattice_updates_per_sec"], "wall_time": res["wall_time"],
+                     "variant": variant, "lups": res["lattice_updates_per_sec"], "wall_time": res["wall_time"],
                      "host": (doc.get("placement") or [{}])[0].get("host"),
                      "history": tuple(res["residual_history"])})
     if not rows:
@@ -286,7 +296,8 @@ def roof_table(rates: pd.DataFrame, stream_results: list[dict], caches: pd.DataF
     rows = []
     for (n, v), row in table.iterrows():
         ws = working_set_bytes(n)
-        bound = roofline(row["median"], roofs[v]["moved_mb_s"], fused=(v == "fused"))
+        fused = v == "fused"   # every other build moves the separate solver's bytes
+        bound = roofline(row["median"], roofs["fused" if fused else "separate"]["moved_mb_s"], fused=fused)
         rows.append({"n": n, "variant": v, **row.to_dict(), "working_set": ws,
                      "residency": residency(ws, caches), "roof_lups": bound["bound_lups"],
                      "share": bound["fraction"]})
@@ -315,12 +326,13 @@ def write_allocate_evidence(stream_results: list[dict]) -> dict:
 
     Update (c = s*c) and Copy (c = a) both read one line and store one line per 8 elements; the
     difference is where the store goes: Update stores into the line it just read, Copy into a line
-    of another array, which ordinary stores must read first (write-allocate). If Copy takes longer
-    than Update beyond the spread of the runs, that extra read is there; Sum (read-only, one line)
-    gives the time of one line read, the unit to count it in. Update against Sum shows what storing
-    a line back costs. Returns shown (True when Copy is slower than Update beyond the spread),
+    of another array, which ordinary stores must read first (write-allocate). If the course's
+    statistics decide Copy slower than Update (unpaired), that extra read is there; Sum (read-only,
+    one line) gives the time of one line read, the unit to count it in. Update against Sum shows
+    what storing a line back costs. Returns shown (True when Copy is decided slower than Update),
     copy_vs_update and update_vs_sum (hpclab.analysis.phrases.Comparison), copy_over_sum (ratio
-    of the medians) and text (sentences built from the numbers)."""
+    of the medians), text (sentences built from the numbers) and conclusion (its last sentence:
+    what the comparisons show, for a page that shows them in a table)."""
     t = kernel_times(stream_results)
     missing = [k for k in ("Copy", "Update", "Sum") if k not in t]
     if missing:
@@ -329,39 +341,43 @@ def write_allocate_evidence(stream_results: list[dict]) -> dict:
     kw = dict(quantity="time per element", unit="ns", lower_is_better=True)
     upd = phrases.compare(t["Update"], t["Sum"], a_name="Update", b_name="Sum", **kw)
     cpy = phrases.compare(t["Copy"], t["Update"], a_name="Copy", b_name="Update", **kw)
-    shown = cpy.beyond_spread and cpy.a.median > cpy.b.median
+    shown = cpy.outcome == "different" and cpy.winner == "Update"
     over_sum = cpy.a.median / upd.b.median
     lines = [_capital(upd.sentence()), _capital(cpy.sentence()),
              f"Copy takes {over_sum:.2f}x Sum's time per element (medians); Sum reads one array and stores nothing."]
     if shown:
-        lines.append("Copy reads one line and stores one, as Update does; that it takes longer beyond the spread "
+        lines.append("Copy reads one line and stores one, as Update does; that it takes longer, decided, "
                      "is the write-allocate read of the line it stores into.")
     else:
-        lines.append("These runs do not separate Copy from Update, so they do not show the write-allocate read; "
-                     "the roof below still counts it, as an assumption about ordinary stores.")
+        lines.append("These runs do not decide Copy slower than Update, so they do not show the write-allocate "
+                     "read; the roof below still counts it, as an assumption about ordinary stores.")
     return {"shown": bool(shown), "copy_vs_update": cpy, "update_vs_sum": upd, "copy_over_sum": float(over_sum),
-            "text": " ".join(lines)}
+            "text": " ".join(lines), "conclusion": lines[-1]}
 
 
 def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.DataFrame,
                  variant: str = "separate") -> dict:
-    """The solver's memory-resident rate against bandwidth / bytes per update, with the spreads.
+    """The solver's memory-resident rate against bandwidth / bytes per update, decided by the
+    course's statistics.
 
-    rates: poisson_rates() rows (one row per run); stream_results: result.json of the STREAM runs;
-    caches: cache_sizes(). Takes the largest memory-resident grid of `variant` and compares its
-    runs with the roof of each STREAM run (roof_rates) and with the runs of the largest grid that
-    fits in a cache (L1-L3), if any. Returns n, share (median / best roof), solver and roof
-    (phrases.Spread, updates/s), at_roof (phrases.Comparison solver vs roof), drop (Comparison
-    cached grid vs memory grid, or None), verdict ("yes" | "partly" | "no" | "not shown"),
-    beyond_spread (True when the verdict rests on a difference beyond the spread) and text (the
-    sentences, built from the numbers). The verdict:
-    - "no" when the solver's runs lie above the roof's beyond the spread (bandwidth is not its cap);
-    - "yes" when leaving the caches slows it beyond the spread and its runs reach the roof's range
-      (at the roof within the noise);
-    - "partly" when leaving the caches slows it beyond the spread but it stays below the roof beyond
-      the spread (the bandwidth caps it, but something else holds it lower), or when an in-cache
-      grid is not faster beyond the spread (nothing shows that memory is what slows it);
-    - "not shown" with fewer than phrases.MIN_RUNS runs on a side."""
+    rates: poisson_rates() rows (one row per run, at least 4 per grid for a decision); stream_results:
+    result.json of the STREAM runs, taken in the same experiment (their runs alternate with the
+    solver's, so a drift of the machine falls on both sides); caches: cache_sizes(). Takes the
+    largest memory-resident grid of `variant` and compares its runs with the roof of each STREAM
+    run (roof_rates) and with the runs of the largest grid that fits in a cache (L1-L3), if any;
+    unpaired. Returns n, share (median / best roof), solver and roof (phrases.Spread, M updates/s),
+    at_roof (phrases.Comparison solver vs roof), drop (Comparison cached grid vs memory grid, or
+    None), verdict, why, beyond_spread (True for 'yes') and text (one short sentence of the share).
+    The verdict:
+    - "no" when the statistics decide the solver above the roof (then bandwidth is not its cap),
+      or the in-cache grid no faster than the memory-resident one (memory does not slow it);
+    - "yes" when leaving the caches slows it (decided) and it is at the roof (no difference larger
+      than the margin);
+    - "partly" when leaving the caches slows it (decided) and it stays below the roof (decided:
+      something besides the bandwidth holds it lower) or the runs cannot decide where it sits
+      against the roof (the memory part of the claim is shown, the cap is not);
+    - "not shown" when the runs cannot decide whether leaving the caches slows it, or no grid
+      fits a cache."""
     fused = variant == "fused"
     t = roof_table(rates, stream_results, caches).reset_index()
     t = t[t["variant"] == variant]
@@ -373,9 +389,9 @@ def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.Dat
     n = int(mem["n"].max())
     solver = [v / 1e6 for v in rates.loc[(rates["n"] == n) & (rates["variant"] == variant), "lups"]]
     roofs = [v / 1e6 for v in roof_rates(stream_results, fused)]
-    b = bytes_per_update(fused)
-    limit = f"bandwidth / {b} B"
-    at_roof = phrases.compare(solver, roofs, a_name=f"the solver (n={n})", b_name=f"the STREAM runs' {limit}",
+    limit = f"bandwidth / {bytes_per_update(fused)} B"
+    solver_name = f"the solver (n={n})"
+    at_roof = phrases.compare(solver, roofs, a_name=solver_name, b_name=f"the STREAM runs' {limit}",
                               quantity="updates per second", unit="M/s", lower_is_better=False)
     cached = t[t["residency"].isin(["L1", "L2", "L3"])]
     drop = None
@@ -386,83 +402,48 @@ def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.Dat
                                a_name=f"the grid n={nc} (in {cached.set_index('n').loc[nc, 'residency']})",
                                b_name=f"the grid n={n} (from memory)", quantity="updates per second", unit="M/s",
                                lower_is_better=False)
-    best_roof = max(roofs)
-    share = phrases.Spread.of(solver).median / best_roof
-    text = [f"The roof is the best STREAM run's {limit}.",
-            phrases.against_limit(phrases.Spread.of(solver).median, best_roof,
-                                  what=f"the solver's median rate (n={n}, {variant})",
-                                  limit_name="the roof", unit="M updates/s",
-                                  spread=phrases.Spread.of(solver)) + ".",
-            at_roof.sentence()]
-    if drop is not None:
-        text.append(drop.sentence())
-    dropped = drop is not None and drop.beyond_spread and drop.a.median > drop.b.median
-    if not at_roof.enough_runs or (drop is not None and not drop.enough_runs):
-        verdict, why = "not shown", f"fewer than {phrases.MIN_RUNS} runs on a side: no verdict from these runs"
-    elif at_roof.beyond_spread and at_roof.a.median > at_roof.b.median:
-        verdict, why = "no", (f"the memory-resident runs lie above {limit} beyond the spread: it is not their cap, "
-                              "or the STREAM runs were disturbed (a roof measured on a busy machine comes out too low)")
-    elif not dropped:
-        verdict, why = "partly", (f"no memory-resident run lies above {limit} beyond the spread, but these runs do "
-                                  "not show that memory is what slows the solver: "
-                                  + ("an in-cache grid is not faster beyond the spread" if drop is not None
-                                     else "no grid in cache to set the memory-resident rate against"))
-    elif not at_roof.beyond_spread:
-        verdict, why = "yes", (f"leaving the caches slows the solver beyond the spread, down to {limit}: "
-                               "its runs and the roof's are within the noise of each other")
+    share = phrases.Spread.of(solver).median / max(roofs)
+    if at_roof.outcome == "different" and at_roof.winner == solver_name:
+        verdict, why = "no", (f"the statistics decide the memory-resident runs above {limit}: it is not their cap, "
+                              "or the STREAM runs were disturbed (a roof measured on a busy machine comes out low)")
+    elif drop is not None and drop.outcome != "undecided" and drop.winner != drop.a_name:
+        verdict, why = "no", f"the grid in cache is not faster than the one from memory ({drop.sentence()})"
+    elif drop is None:
+        verdict, why = "not shown", "no grid in cache to set the memory-resident rate against"
+    elif drop.outcome == "undecided":
+        verdict, why = "not shown", f"these runs cannot decide whether leaving the caches slows it: {drop.sentence()}"
+    elif at_roof.outcome == "equivalent":
+        verdict, why = "yes", (f"leaving the caches slows the solver, decided, down to {limit}: its runs and the "
+                               "roof's differ by no more than the margin")
+    elif at_roof.outcome == "different":
+        verdict, why = "partly", (f"leaving the caches slows the solver and it stays below {limit}, both decided: it "
+                                  f"reaches {phrases.pct(share)} of the roof, so memory access slows it but the "
+                                  "bandwidth is not what holds it")
     else:
-        verdict, why = "partly", (f"leaving the caches slows the solver beyond the spread, and no run exceeds "
-                                  f"{limit}; but it stays at {share:.0%} of it, below the roof beyond the spread, "
-                                  "so the bandwidth is not all that holds it")
+        verdict, why = "partly", ("leaving the caches slows the solver, decided, but these runs cannot decide whether "
+                                  f"it reaches {limit}: {at_roof.sentence()}")
+    text = (f"From memory (n={n}) the solver's median rate is {phrases.pct(share)} of the best STREAM run's {limit} "
+            f"({phrases.Spread.of(solver).median:.0f} of {max(roofs):.0f} M updates/s).")
     return {"n": n, "variant": variant, "share": float(share), "solver": at_roof.a, "roof": at_roof.b,
             "at_roof": at_roof, "drop": drop, "verdict": verdict, "why": why,
-            "beyond_spread": verdict == "yes", "text": " ".join(_capital(x) for x in text)}
+            "beyond_spread": verdict == "yes", "text": text}
 
 
 def _capital(sentence: str) -> str:
     return sentence[:1].upper() + sentence[1:]
 
 
-def roofline_fidelity(rates: pd.DataFrame, stream_results: list[dict], caches: pd.DataFrame) -> dict:
-    """The fidelity row "roofline": the seed's claim (the solver is bound by STREAM bandwidth,
-    about 80 GB/s on its node) against ours, from against_roof (separate residuum): the largest
-    memory-resident grid's runs against bandwidth / 64 B with the spread of both, and against the
-    largest in-cache grid. Returns seed, here, share, reported_share (what dividing by STREAM's
-    reported Triad, blind to write-allocate, would have said), reproduced, why, evidence and
-    beyond_spread: the arguments of hpclab.course.fidelity.make_row("roofline", ...)."""
-    judged = against_roof(rates, stream_results, caches)
-    roof = memory_roof(stream_results)
-    reported = judged["solver"].median * 1e6 / (roof["reported_mb_s"] * 1e6 / bytes_per_update())
-    return {"seed": f"solver memory-bound; STREAM ~{SEED_STREAM_GB_S:.0f} GB/s on a 2-socket Ivy Bridge (quoted)",
-            "here": (judged["text"] + f" (Dividing by STREAM's reported {roof['kernel']} rate, which leaves "
-                     f"out the write-allocate read, would have said {reported:.0%}.)"),
-            "share": judged["share"], "reported_share": float(reported),
-            "reproduced": judged["verdict"], "why": judged["why"], "evidence": "measured",
-            "beyond_spread": judged["beyond_spread"]}
-
-
-def fusion_sentences(rates: pd.DataFrame, caches: pd.DataFrame) -> list[str]:
-    """Per grid size, the fused runs' update rate against the separate runs' (phrases.compare,
-    higher is better), each sentence opened by the grid and where its working set lives."""
-    out = []
-    for n, grp in rates.groupby("n"):
-        fused = list(grp.loc[grp["variant"] == "fused", "lups"] / 1e6)
-        sep = list(grp.loc[grp["variant"] == "separate", "lups"] / 1e6)
-        if not fused or not sep:
-            continue
-        c = phrases.compare(fused, sep, a_name="fused", b_name="separate", quantity="updates per second",
-                            unit="M/s", lower_is_better=False)
-        out.append(f"n = {int(n)} ({residency(working_set_bytes(int(n)), caches)}): {c.sentence()}")
-    return out
-
-
-def prefetch_sentence(runs: pd.DataFrame, with_label: str = "prefetch (course build)",
-                      without_label: str = "no prefetch") -> str:
-    """The two builds' update rates compared (hpclab.tools.variants.compare rows: build, lups),
-    higher is better, with the spread of their repetitions."""
-    a = list(runs.loc[runs["build"] == with_label, "lups"] / 1e6)
-    b = list(runs.loc[runs["build"] == without_label, "lups"] / 1e6)
-    if not a or not b:
-        raise HpclabError(f"no runs of {with_label!r} or {without_label!r}", "pass the rows of variants.compare")
-    return _capital(phrases.compare(a, b, a_name="the prefetching build", b_name="the build without", quantity="updates per second",
-                                    unit="M/s", lower_is_better=False).sentence())
+def variant_comparison(rates: pd.DataFrame, a: str, b: str, n: int, *, a_name: str | None = None,
+                       b_name: str | None = None) -> phrases.Comparison:
+    """Variant a's update rates against variant b's on grid n (poisson_rates() rows, variant
+    names as that column has them: 'separate', 'fused', a program build's label), unpaired,
+    higher is better, in M updates/s."""
+    side = {}
+    for v in (a, b):
+        vals = rates.loc[(rates["n"] == n) & (rates["variant"] == v), "lups"]
+        if vals.empty:
+            raise HpclabError(f"no runs of variant {v!r} on n={n}",
+                              f"variants present: {sorted(set(rates['variant']))}, grids {sorted(set(rates['n']))}")
+        side[v] = list(vals / 1e6)
+    return phrases.compare(side[a], side[b], a_name=a_name or a, b_name=b_name or b, quantity="updates per second",
+                           unit="M/s", lower_is_better=False)

@@ -3,7 +3,7 @@
 Definitions follow the 2014 ITAC training (seed 001): with T[p] the run time on p ranks,
 speedup S = T[1]/T[p] and efficiency E = S/p; T[p] = T_comp[p] + T_mpi[p], where T_comp and
 T_mpi are averages over the ranks, and the compute efficiency uses T_comp alone.
-The lesson's specs and configurations are in hpclab.course.lesson_scaling.
+The lesson's specs and configurations are the scaling lesson's (hpclab.course.lessons).
 """
 
 from __future__ import annotations
@@ -51,15 +51,23 @@ def run_rows(runs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def efficiency(rows: pd.DataFrame) -> pd.DataFrame:
-    """Total and compute speedup/efficiency per rank count (fastest run of each count).
+def _medians(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """One row per rank count: the median of `column` over its runs (as `column`) and the run count."""
+    g = rows.groupby("ranks")[column]
+    return pd.DataFrame({column: g.median(), "runs": g.size()}).reset_index()
 
-    rows: from run_rows (one process-grid family at a time). Returns ranks, seconds, speedup,
-    efficiency (total), comp_seconds, comp_speedup, comp_efficiency."""
+
+def efficiency(rows: pd.DataFrame) -> pd.DataFrame:
+    """Total and compute speedup/efficiency per rank count, from the median run time of each count
+    (the course compares medians: the fastest run is the least disturbed one, but one run).
+
+    rows: from run_rows (one process-grid family at a time). Returns ranks, runs, seconds (median),
+    speedup, efficiency (total), comp_seconds, comp_speedup, comp_efficiency."""
     if rows.empty:
         raise HpclabError("no Poisson runs to compare", "run the scaling specs first")
-    total = scaling_table(rows, ranks="ranks", time="seconds")
-    comp = scaling_table(rows.rename(columns={"comp_mean": "comp"}), ranks="ranks", time="comp")
+    med = _medians(rows, "seconds")
+    total = scaling_table(med, ranks="ranks", time="seconds").assign(runs=med["runs"].to_numpy())
+    comp = scaling_table(_medians(rows, "comp_mean").rename(columns={"comp_mean": "comp"}), ranks="ranks", time="comp")
     out = total[["ranks", "runs", "seconds", "speedup", "efficiency"]].copy()
     out["comp_seconds"] = comp["seconds"].to_numpy()
     out["comp_speedup"] = comp["speedup"].to_numpy()
@@ -109,8 +117,9 @@ def subdomains(rows: pd.DataFrame, caches: pd.DataFrame) -> pd.DataFrame:
 def efficiency_by_family(rows: pd.DataFrame, configs: list[dict]) -> pd.DataFrame:
     """efficiency() for each process-grid family of `configs` against the single-rank runs.
 
-    Returns the concatenated tables with a 'family' column; empty when there is no multi-rank
-    family (a one-core partition)."""
+    Returns the concatenated tables with a 'family' column, and the run ids behind them in
+    attrs["provenance"] (for the figure's footnote); empty when there is no multi-rank family
+    (a one-core partition)."""
     one = rows[rows["ranks"] == 1]
     tables = []
     for family in sorted({c["family"] for c in configs if c["ntasks"] > 1}):
@@ -119,9 +128,12 @@ def efficiency_by_family(rows: pd.DataFrame, configs: list[dict]) -> pd.DataFram
         if members.empty or one.empty:
             continue
         tables.append(efficiency(pd.concat([one, members])).assign(family=family))
-    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
+    out = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
         columns=["ranks", "runs", "seconds", "speedup", "efficiency", "comp_seconds", "comp_speedup",
                  "comp_efficiency", "family"])
+    if "run_id" in rows:
+        out.attrs["provenance"] = [{"run_id": r} for r in pd.unique(rows["run_id"])]
+    return out
 
 
 def _per_rank_rates(grp: pd.DataFrame) -> tuple[list[float], list[float]]:
@@ -131,16 +143,17 @@ def _per_rank_rates(grp: pd.DataFrame) -> tuple[list[float], list[float]]:
     return (list(grp["lups"] / grp["ranks"] / 1e6), list(updates / grp["comp_mean"] / 1e6))
 
 
-def efficiency_against_spread(rows: pd.DataFrame) -> pd.DataFrame:
-    """Is each multi-rank configuration's efficiency different from 1 by more than the spread of
-    the runs it compares? Efficiency is a ratio of per-rank rates: the p-rank runs' update rate
-    per rank over the single-rank runs' rate. So the p-rank runs' per-rank rates (total: lups / p;
-    compute: updates per rank / mean compute seconds) are compared with the 1-rank runs' rates
-    (hpclab.analysis.phrases.compare, higher is better).
+def efficiency_against_one_rank(rows: pd.DataFrame) -> pd.DataFrame:
+    """Does each multi-rank configuration's efficiency differ from 1, by the course's statistics?
+    Efficiency is a ratio of per-rank rates: the p-rank runs' update rate per rank over the
+    single-rank runs' rate. So the p-rank runs' per-rank rates (total: lups / p; compute: updates
+    per rank / mean compute seconds) are compared with the 1-rank runs' rates
+    (hpclab.analysis.phrases.compare, unpaired, higher is better): the ratio's estimate is the
+    efficiency, its 95 % CI says whether it differs from 1.
 
     rows: run_rows(). Returns one row per multi-rank label: label, ranks, efficiency and
-    comp_efficiency (from the fastest runs, as efficiency() computes them), total and compute
-    (phrases.Comparison), and sentence (the verdict in words, with the numbers)."""
+    comp_efficiency (the decisions' ratio estimates, or the medians' ratio without a decision),
+    total and compute (phrases.Comparison)."""
     one = rows[rows["ranks"] == 1]
     if one.empty:
         raise HpclabError("no single-rank runs to compare with", "run the 1-rank configuration too")
@@ -153,26 +166,26 @@ def efficiency_against_spread(rows: pd.DataFrame) -> pd.DataFrame:
         total = phrases.compare(total_rates, one_total, a_name=f"{p} ranks", quantity="updates per second per rank", **kw)
         comp = phrases.compare(comp_rates, one_comp, a_name=f"{p} ranks",
                                quantity="updates per compute second per rank", **kw)
-        e, ec = max(total_rates) / max(one_total), max(comp_rates) / max(one_comp)
-        said = []
-        for name, value, c in (("efficiency", e, total), ("compute efficiency", ec, comp)):
-            if not c.enough_runs:
-                said.append(f"{name.capitalize()} {value:.2f}: too few runs to tell it from 1. {c.sentence()}")
-            elif not c.beyond_spread:
-                said.append(f"{name.capitalize()} {value:.2f}: within the spread of the runs it compares, so not "
-                            f"measurably different from 1. {c.sentence()}")
-            else:
-                side = "above" if c.a.median > c.b.median else "below"
-                said.append(f"{name.capitalize()} {value:.2f}: {side} 1 beyond the spread. {c.sentence()}")
-        out.append({"label": label, "ranks": p, "efficiency": e, "comp_efficiency": ec, "total": total,
-                    "compute": comp, "sentence": f"{label}. " + " ".join(said)})
+        est = [c.decision.ratio.estimate if c.decision is not None else c.ratio for c in (total, comp)]
+        out.append({"label": label, "ranks": p, "efficiency": est[0], "comp_efficiency": est[1],
+                    "total": total, "compute": comp})
     return pd.DataFrame(out)
+
+
+def median_run(rows: pd.DataFrame, label: str) -> str:
+    """The run id of the median run of configuration `label` by wall time (the lower of the two
+    middle runs for an even count): the run to show as typical, not the fastest one."""
+    grp = rows[rows["label"] == label].sort_values("seconds")
+    if grp.empty:
+        raise HpclabError(f"no runs for {label!r}", "pass run_rows() of the scaling runs")
+    return str(grp["run_id"].iloc[(len(grp) - 1) // 2])
 
 
 def time_lost(rows: pd.DataFrame, label: str) -> dict:
     """Where a multi-rank configuration's extra rank-seconds went, against the single-rank runs:
     medians of p x T_comp[p] - T_comp[1] and p x T_mpi[p] - T_mpi[1] (seconds), and whether its
-    rank-seconds p x T[p] differ from T[1] beyond the spread (phrases.compare, lower is better).
+    rank-seconds p x T[p] differ from T[1] by the course's statistics (phrases.compare, unpaired,
+    lower is better).
     Returns ranks, compute, mpi (extra seconds), total (the Comparison)."""
     one, grp = rows[rows["ranks"] == 1], rows[rows["label"] == label]
     if one.empty or grp.empty:

@@ -1,7 +1,7 @@
 """Transport selection results: which Open MPI path carried a message, and what it delivered.
 
-The named selections the course compares, and their pingpong specs, are in
-hpclab.course.lesson_transports. Here `summary()` reduces the measured runs to latency and
+The named selections the course compares, and their pingpong specs, are the transports
+lesson's (hpclab.course.lessons). Here `summary()` reduces the measured runs to latency and
 bandwidth per selection (min/median/max over repetitions, each repetition fitted on its own),
 `readable()` writes it for people, `report()` lists the transport that Open MPI itself said it
 used in each run, and `bucket_free_size()` the message size from which a shaped link's token
@@ -46,11 +46,12 @@ def summary(table: pd.DataFrame, by: str = "label", size_range: tuple[float, flo
 def per_run(table: pd.DataFrame, by: str = "label", size_range: tuple[float, float] | None = (8192, None)) -> pd.DataFrame:
     """One row per repetition (run) of each selection: `by`, run_id, latency_us (measured t at the
     smallest size), bandwidth_mb_s (Hockney fit over size_range), largest_mb_s (bytes / t of the
-    largest message), largest_bytes and fit_problem. The rows `summary()` reduces, and what
+    largest message), largest_bytes, fit_problem and repetition (the run's round, None if unknown). The rows `summary()` reduces, and what
     `compare()` compares. A run whose times do not fit a line (on a loaded machine a larger message
     can come back faster than a smaller one) keeps its measured numbers with bandwidth_mb_s NaN and
     the fit's complaint in fit_problem, instead of ending the whole table."""
     rows = []
+    has_rep = "repetition" in table
     for (label, run_id), run in table.groupby([by, "run_id"], sort=False):
         run = run.sort_values("bytes")
         lo, hi = size_range if size_range else (run["bytes"].min(), run["bytes"].max())
@@ -60,11 +61,13 @@ def per_run(table: pd.DataFrame, by: str = "label", size_range: tuple[float, flo
         except HpclabError as exc:
             bandwidth, problem = float("nan"), exc.what
         top = run.iloc[-1]
+        rep = run["repetition"].iloc[0] if has_rep else None
         rows.append({by: label, "run_id": run_id, "latency_us": float(run["t_usec"].iloc[0]),
                      "bandwidth_mb_s": bandwidth, "largest_mb_s": float(top["bytes"] / top["t_usec"]),
-                     "largest_bytes": int(top["bytes"]), "fit_problem": problem})
+                     "largest_bytes": int(top["bytes"]), "fit_problem": problem,
+                     "repetition": None if rep is None or pd.isna(rep) else int(rep)})
     return pd.DataFrame(rows, columns=[by, "run_id", "latency_us", "bandwidth_mb_s", "largest_mb_s", "largest_bytes",
-                                       "fit_problem"])
+                                       "fit_problem", "repetition"])
 
 
 def bucket_free_size(link: str, factor: int = 8) -> int:
@@ -83,8 +86,9 @@ def bucket_free_size(link: str, factor: int = 8) -> int:
 
 
 def report(table: pd.DataFrame, by: str = "label") -> pd.DataFrame:
-    """What Open MPI reported using, per selection: PML, BTLs, MTL and where the answer came from."""
-    cols = [c for c in ["pml", "btl", "mtl", "transport", "transport_source"] if c in table]
+    """What Open MPI reported using, per selection: PML, BTLs, MTL, where the answer came from,
+    and the network interface the bytes went through (counted, hpclab.runs.parse.network)."""
+    cols = [c for c in ["pml", "btl", "mtl", "transport", "transport_source", "interface"] if c in table]
     first = table.groupby([by, "run_id"], sort=False)[cols].first().reset_index()
     return first.groupby(by, sort=False)[cols].agg(lambda s: ", ".join(sorted({str(v) for v in s})))
 
@@ -127,10 +131,12 @@ class PathComparison:
         return self.latency.a_name in winners and self.latency.b_name not in winners
 
 
-def compare(table: pd.DataFrame, a: str, b: str, by: str = "label") -> PathComparison:
+def compare(table: pd.DataFrame, a: str, b: str, by: str = "label", paired: bool = False) -> PathComparison:
     """Selections a and b of a pingpong table compared on their repetitions (see PathComparison;
     the comparisons name the sides in quotes, 'a' and 'b', since labels may hold commas).
-    Raises HpclabError when either has no run in the table."""
+    paired=True: the two were submitted in one experiment, round by round (hpclab.jobs.experiment),
+    so their runs pair by repetition; rounds where either side has no run are left out.
+    Raises HpclabError when either has no run in the table, or when paired runs carry no repetition."""
     runs = per_run(table, by, size_range=None)
     missing = [x for x in (a, b) if x not in set(runs[by])]
     if missing:
@@ -142,13 +148,61 @@ def compare(table: pd.DataFrame, a: str, b: str, by: str = "label") -> PathCompa
             ra["largest_bytes"].iloc[0] != rb["largest_bytes"].iloc[0]:
         raise HpclabError(f"{a!r} and {b!r} were not measured up to the same largest message",
                           "compare runs made with the same max_bytes")
-    lat = phrases.compare(ra["latency_us"], rb["latency_us"], a_name=f"'{a}'", b_name=f"'{b}'",
-                          quantity="t(0 B)", unit="us", lower_is_better=True)
-    bw = phrases.compare(ra["largest_mb_s"], rb["largest_mb_s"], a_name=f"'{a}'", b_name=f"'{b}'",
+    if paired:
+        if ra["repetition"].isna().any() or rb["repetition"].isna().any():
+            raise HpclabError(f"{a!r} and {b!r}: paired runs need their repetition (round)",
+                              "compare them unpaired, or load the runs with their status")
+        both = ra.merge(rb, on="repetition", suffixes=("_a", "_b")).sort_values("repetition")
+        cols = {q: (both[f"{q}_a"], both[f"{q}_b"]) for q in ("latency_us", "largest_mb_s")}
+    else:
+        cols = {q: (ra[q], rb[q]) for q in ("latency_us", "largest_mb_s")}
+    lat = phrases.compare(*cols["latency_us"], a_name=f"'{a}'", b_name=f"'{b}'",
+                          quantity="t(0 B)", unit="us", lower_is_better=True, paired=paired)
+    bw = phrases.compare(*cols["largest_mb_s"], a_name=f"'{a}'", b_name=f"'{b}'",
                          quantity=f"bandwidth of the {_size(largest)} message", unit="MB/s",
-                         lower_is_better=False)
+                         lower_is_better=False, paired=paired)
     used = report(table, by)
     return PathComparison(a, b, lat, bw, {x: str(used.loc[x, "transport"]) for x in (a, b)}, largest)
+
+
+def decided(c: phrases.Comparison) -> str:
+    """A comparison's outcome in a few words, for a table: '17x slower', '12 % faster', 'no
+    difference > 5 %', 'cannot tell' or 'too few runs'."""
+    if c.decision is None or not c.decision.reachable:
+        return "too few runs"
+    if c.outcome == "different":
+        return c.difference()
+    if c.outcome == "equivalent":
+        return f"no difference > {c.margin * 100:g} %"
+    return "cannot tell"
+
+
+def decision_row(what: str, c: phrases.Comparison) -> dict:
+    """One row of a table of decisions: what is compared, the outcome (decided()), the ratio a/b
+    with its 95 % CI, the medians and the runs (paired or not)."""
+    d = c.decision
+    ci = f"{d.ratio.lo:.3g}-{d.ratio.hi:.3g}" if d is not None else "-"
+    unit = f" {c.unit}" if c.unit else ""
+    return {"comparison": what, "quantity": c.quantity, "outcome": decided(c),
+            "ratio a/b": round(d.ratio.estimate if d is not None else c.ratio, 3), "95 % CI": ci,
+            "medians (a vs b)": f"{phrases._num(c.a.median)} vs {phrases._num(c.b.median)}{unit}",
+            "runs": f"{c.a.n} paired" if c.paired else f"{c.a.n} + {c.b.n}"}
+
+
+def decisions_frame(rows: list[tuple[str, phrases.Comparison]]) -> pd.DataFrame:
+    """(what, comparison) pairs as a table of decision_row()s."""
+    return pd.DataFrame([decision_row(w, c) for w, c in rows])
+
+
+def cache_peak(table: pd.DataFrame, label: str, by: str = "label") -> dict:
+    """Where a selection's bandwidth peaks: the median over its runs of bytes / t per size, its
+    largest value (peak_bytes, peak_mb_s) and the largest message's (largest_bytes, largest_mb_s)."""
+    t = table[(table[by] == label) & (table["bytes"] > 0)]
+    if t.empty:
+        raise HpclabError(f"no pingpong run labelled {label!r}", "check the label")
+    rate = (t["bytes"] / t["t_usec"]).groupby(t["bytes"]).median()
+    return {"peak_bytes": int(rate.idxmax()), "peak_mb_s": float(rate.max()),
+            "largest_bytes": int(rate.index.max()), "largest_mb_s": float(rate.iloc[-1])}
 
 
 def _size(nbytes: int) -> str:

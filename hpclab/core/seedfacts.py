@@ -88,8 +88,12 @@ def imbalance_2014_per_rank_iteration() -> pd.DataFrame:
 
 
 # Intel MPI's default eager threshold (I_MPI_EAGER_THRESHOLD, bytes; Intel MPI Library Developer
-# Reference): the 2014 runs used Intel MPI 5.0 with its defaults, so every halo of the study (a row
-# of 3600 doubles, 28.8 kB, at most) went eagerly, between nodes as inside them.
+# Reference): inside a node the 2014 runs' halos (a row of 3600 doubles, 28.8 kB, at most) went
+# eagerly under it. Between nodes Intel MPI 5.0 ran DAPL (the study's profile shows
+# MPID_nem_dapl_rc_poll_dyn_opt), whose own switch, I_MPI_DAPL_DIRECT_COPY_THRESHOLD, the training
+# does not quote (Intel MPI 5.1's manual gives 16,456 bytes on DAPL's UD path), so the 2D halos (at
+# most 1.8 kB) went eagerly and the 28.8 kB rows may not have: notebook 05b shows both cases. DAPL
+# was removed from Intel MPI in 2019; Intel MPI 2021 runs I_MPI_FABRICS=shm:ofi over libfabric.
 INTEL_MPI_EAGER_THRESHOLD = 262144
 
 POISSON_2014 = {

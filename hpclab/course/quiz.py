@@ -7,6 +7,9 @@
 In JupyterLab this shows radio buttons and a Check button; the feedback appears below. Run
 headless (the course report), it prints the question and, folded below, the answer, so the report
 remains a complete document.
+
+`accepted` is the rule of a lab's interpretation questions, graded on a student's own numbers:
+every option too close to the best one to call on those runs is accepted too.
 """
 
 from __future__ import annotations
@@ -24,6 +27,16 @@ def check(choice: str | None, answer: str, why: str) -> str:
     if choice == answer:
         return f"Right. {why}"
     return f"Not quite: the answer is {answer!r}. {why}"
+
+
+def accepted(values: dict, spread: dict, best=max) -> list[str]:
+    """The options an interpretation question accepts: the best one by `values` (max or min),
+    and every other option whose value is within the two options' spreads of it (too close to
+    call on these runs). values, spread: option -> number (spread >= 0, same unit). Returns the
+    accepted options, the best first."""
+    top = best(values, key=values.get)
+    return [top] + [o for o in values if o != top
+                    and abs(values[o] - values[top]) <= spread.get(o, 0.0) + spread.get(top, 0.0)]
 
 
 def ask(question: str, options: list[str], answer: str, why: str):

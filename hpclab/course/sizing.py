@@ -64,7 +64,7 @@ class LessonPlan:
     cache_elements: doubles per array for the whole node whose three arrays fill at most a
     quarter of the last-level cache, capped at CACHE_MAX_ELEMENTS (the in-cache regime, named
     as such wherever it is shown).
-    placement_ranks: ranks of the placement lesson (notebook 03, lab-placement).
+    placement_ranks: ranks of the placement lesson (notebook 03 and its lab).
     scaling_ranks: rank counts of notebook 04's series (1, then powers of two up to the cores).
     imbalance_ranks: ranks notebook 05 traces; imbalance_dedicated: True when each gets its own
     core on this node; vnodes: one-core virtual nodes for the split on dedicated cores when not

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from hpclab.core.errors import HpclabError
 from hpclab.analysis.fits import hockney_fit, scaling_table
+from hpclab.runs import recorded
 from hpclab.plots.style import COLORS, RANKS, RC, rank_color  # noqa: F401  (re-exported)
 
 # The one palette and style (hpclab.plots.style); names kept here for the figure modules that use them.
@@ -61,14 +62,21 @@ def footnote(fig: Figure, provenance=None) -> None:
 
     provenance: dict with run_id, host, date (any may be missing), a list of such dicts, or
     None ("provenance unknown" is written, so a figure never pretends to have a source).
+    In room mode a run of the instructor's recording says so ("recorded by <instructor> on
+    <date>", hpclab.runs.recorded.whose) in place of its date: a student must not take it for
+    their own.
     """
     if isinstance(provenance, dict):
         provenance = [provenance]
+    provenance = list(provenance or [])
+    whose_each = [recorded.whose(p["run_id"]) if p.get("run_id") else None for p in provenance]
+    # one instructor's runs of one day: said once, before the runs
+    shared = whose_each[0] if len(provenance) > 1 and len(set(whose_each)) == 1 else None
     items = []
-    for p in provenance or []:
-        parts = [f"run {p['run_id']}" if p.get("run_id") else None,
-                 p.get("host"), str(p["date"]) if p.get("date") else None]
-        items.append(", ".join(x for x in parts if x))
+    for p, whose in zip(provenance, whose_each):
+        run = f"run {p['run_id']}" + (f" {whose}" if whose and not shared else "") if p.get("run_id") else None
+        date = str(p["date"]) if p.get("date") and not whose else None  # a recorded run's date is whose's
+        items.append(", ".join(x for x in (run, p.get("host"), date) if x))
     items = [i for i in items if i]
     if not items:
         text = "provenance unknown (not read from a run folder)"
@@ -76,6 +84,8 @@ def footnote(fig: Figure, provenance=None) -> None:
         text = "; ".join(items[:3]) + f"; and {len(items) - 3} more run(s)"
     else:
         text = "; ".join(items)
+    if shared and items:
+        text = f"runs {shared}: {text}"
     fig.text(0.005, 0.004, "data: " + text, fontsize=6.5, color=COLORS["note"], ha="left", va="bottom")
     # keep the axes clear of the footnote: constrained layout only arranges what is inside rect
     engine = fig.get_layout_engine()
@@ -143,11 +153,13 @@ def latency_bandwidth(table: pd.DataFrame, by: str = "transport",
     table: pingpong rows (bytes, t_usec, mbytes_per_sec, and `by`), e.g. several runs
     concatenated, each with its own transport; size_range: (min, max) bytes for the fit.
     Left: one-way time in microseconds (log-log) with the fitted line; middle: bandwidth in MB/s;
-    right: the fit's relative residuals in percent. Returns a Figure.
+    right: the fit's relative residuals in percent; one legend above the panels (each curve's fit),
+    so that no legend covers a point. Returns a Figure.
     """
     _need(table, ["bytes", "t_usec", "mbytes_per_sec", by], "latency_bandwidth")
     fits = fit_transports(table, by=by, size_range=size_range)
-    fig = new_figure(width=11, height=4.0)
+    groups = table[by].nunique()
+    fig = new_figure(width=11, height=4.0 + 0.16 * (groups if groups > 4 else (groups + 1) // 2))
     ax_t, ax_bw, ax_r = (_styled(a) for a in fig.subplots(1, 3))
     for i, (key, group) in enumerate(table.groupby(by, sort=False)):
         color = _RANKS[i % len(_RANKS)]
@@ -177,10 +189,15 @@ def latency_bandwidth(table: pd.DataFrame, by: str = "transport",
     ax_r.axhline(0, color=COLORS["axis"], lw=0.8)
     ax_r.set(xscale="log", xlabel="message size [bytes]",
              ylabel="(measured - fit) / measured [%]", title="Fit residuals")
-    ax_t.legend(loc="upper left", fontsize=7)
+    # one legend for the three panels, above them: a legend inside a panel covers its points, and
+    # one below them meets the provenance footnote (the layout keeps the axes clear of both)
     lo, hi = (size_range if size_range else (table["bytes"].min(), table["bytes"].max()))
-    fig.suptitle(f"Point-to-point performance; fit t = L + m/BW over {_size_label(lo)}"
-                 f" .. {_size_label(hi)}", fontsize=10)
+    handles, labels = ax_t.get_legend_handles_labels()
+    # the legend's title says what the figure is (a suptitle and a legend above the panels would
+    # take the same place in the layout)
+    fig.legend(handles, labels, loc="outside upper center", ncol=1 if len(labels) > 4 else 2, fontsize=7,
+               frameon=False, title=f"Point-to-point performance; fit t = L + m/BW over {_size_label(lo)}"
+                                    f" .. {_size_label(hi)}", title_fontsize=9)
     footnote(fig, provenance if provenance is not None else provenance_of(table))
     return fig
 
@@ -283,26 +300,29 @@ def speedup_efficiency(table: pd.DataFrame, ranks: str = "ranks", time: str = "s
                        provenance=None) -> Figure:
     """Speedup and parallel efficiency against the number of ranks, with the ideal lines.
 
-    table: one row per run with a rank count (column `ranks`) and a time in seconds (column
-    `time`); repeated runs per count are reduced to the fastest. The smallest count is the
-    baseline. Left: speedup T(p0)/T(p) against ideal p/p0; right: efficiency in percent.
-    Returns a Figure.
+    table: one row per run (or per rank count) with a rank count (column `ranks`) and a time in
+    seconds (column `time`); repeated runs per count are reduced to their median, as the course
+    compares them. The smallest count is the baseline. Left: speedup T(p0)/T(p) against ideal
+    p/p0; right: efficiency in percent. provenance: as footnote() takes it; by default the
+    table's attrs["provenance"] or its run_id column. Returns a Figure.
     """
     _need(table, [ranks, time], "speedup_efficiency")
-    sc = scaling_table(table, ranks=ranks, time=time)
+    medians = table.groupby(ranks, as_index=False)[time].median()
+    sc = scaling_table(medians, ranks=ranks, time=time)
     fig = new_figure(width=9, height=3.8)
     ax_s, ax_e = (_styled(a) for a in fig.subplots(1, 2))
     p = sc["ranks"].to_numpy()
     ax_s.plot(p, sc["ideal_speedup"], "--", color=COLORS["ideal"], label="ideal")
-    ax_s.plot(p, sc["speedup"], "o-", color=_RANKS[0], label="measured (best of runs)")
+    ax_s.plot(p, sc["speedup"], "o-", color=_RANKS[0], label="measured (median of runs)")
     ax_e.axhline(100, ls="--", color=COLORS["ideal"], label="ideal")
-    ax_e.plot(p, 100 * sc["efficiency"], "o-", color=_RANKS[0], label="measured")
+    ax_e.plot(p, 100 * sc["efficiency"], "o-", color=_RANKS[0], label="measured (median of runs)")
     for ax in (ax_s, ax_e):
         ax.set_xticks(p)
         ax.set_xlabel("MPI ranks")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="best")
+    top = max(110.0, 10 * np.ceil(11 * float(sc["efficiency"].max())))
     ax_s.set(ylabel=f"speedup relative to {int(p[0])} rank(s)", title="Speedup")
-    ax_e.set(ylabel="parallel efficiency [%]", title="Efficiency", ylim=(0, 110))
+    ax_e.set(ylabel="parallel efficiency [%]", title="Efficiency", ylim=(0, top))
     footnote(fig, provenance if provenance is not None else provenance_of(table))
     return fig
 

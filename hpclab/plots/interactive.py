@@ -6,7 +6,9 @@ from hpclab.core.errors import HpclabError
 
 
 def overhead_figure(table, provenance=None):
-    """Extra one-way time of each Python variant over C against message size (us, log x).
+    """Extra one-way time of each Python variant over C against message size (us; log x,
+    symmetric-log y: the extras span decades and can be negative); filled where the size's
+    decision (overhead's `{name}_vs_C`) is 'slower', hollow otherwise.
     table: the result of overhead(). Returns a matplotlib Figure."""
     # matplotlib: costly, only when a figure is drawn
     from hpclab.plots import figures as plots, style
@@ -21,12 +23,15 @@ def overhead_figure(table, provenance=None):
         ax.plot(pos["bytes"], pos[f"{name}_extra_us"], "-", lw=1, color=color)
         resolved = pos[f"{name}_vs_C"] == "slower" if f"{name}_vs_C" in pos else pos["bytes"] > 0
         ax.plot(pos["bytes"][resolved], pos[f"{name}_extra_us"][resolved], "o", ms=3.5, color=color,
-                label=f"{name} - C")
-        if (~resolved).any():  # hollow: inside the C runs' spread, or below it
+                label=f"{name} - C, decided slower")
+        if (~resolved).any():  # hollow: the same within the margin, undecided, or faster than C
             ax.plot(pos["bytes"][~resolved], pos[f"{name}_extra_us"][~resolved], "o", ms=4.5,
-                    mfc="none", color=color, label=f"{name} - C, not above every C run")
+                    mfc="none", color=color, label=f"{name} - C, not decided slower")
     ax.axhline(0, color=style.COLORS["axis"], lw=0.8)
-    ax.set(xscale="log", xlabel="message size [bytes]", ylabel="extra one-way time [us]",
+    # extras span decades (a few us per small message, milliseconds when pickling 4 MiB) and can be
+    # negative: symmetric log, linear within +-1 us
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set(xscale="log", xlabel="message size [bytes]", ylabel="extra one-way time [us] (symmetric log)",
            title="What Python adds to each message (measured: Python time - C time)")
     ax.legend(fontsize=8)
     if provenance is not None:

@@ -16,9 +16,10 @@ from hpclab.plots.trace import _unit, timeline_figure
 from hpclab.trace import pop
 
 
-def pop_figure(table, title: str | None = None):
+def pop_figure(table, title: str | None = None, digits: int = 2):
     """The POP table as a coloured grid: green at or above POP's 0.8 line, red below, grey where the
-    factor is not available on this node (its reason is printed under the grid)."""
+    factor is not available on this node (its reason is printed under the grid); each value with
+    `digits` decimals (hpclab.course.lessons.pop.shown_digits: enough to tell the lowest apart)."""
     labels = list(pop.labelled(table).index)
     counts = list(table.columns)
     fig = Figure(figsize=(4.5 + 1.0 * len(counts), 0.42 * len(labels) + 2.0), layout="constrained")
@@ -28,9 +29,10 @@ def pop_figure(table, title: str | None = None):
     for i, metric in enumerate(table.index):
         for j, p in enumerate(counts):
             v = table.loc[metric, p]
-            colour = COLORS["pop_na"] if math.isnan(v) else COLORS["pop_good"] if v >= pop.GOOD else COLORS["pop_fix"]
+            colour = (COLORS["pop_na"] if math.isnan(v) else  # judged as shown: a cell reading 0.80 is at the line
+                      COLORS["pop_good"] if round(v, digits) >= pop.GOOD else COLORS["pop_fix"])
             ax.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor=COLORS["bar_edge"]))
-            ax.text(j + 0.5, i + 0.5, "n/a" if math.isnan(v) else f"{v:.2f}", ha="center", va="center")
+            ax.text(j + 0.5, i + 0.5, "n/a" if math.isnan(v) else f"{v:.{digits}f}", ha="center", va="center")
     ax.set_xticks(np.arange(len(counts)) + 0.5, [str(c) for c in counts])
     # POP's hierarchy as indentation: labels aligned left, so the indent shows
     width = max(len(lab) for lab in labels)

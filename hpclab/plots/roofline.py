@@ -23,8 +23,9 @@ def plot_roofline(table: pd.DataFrame, bandwidth_mb_s, caches: pd.DataFrame | No
     roof's bandwidth [MB/s of bytes really moved], one number or {variant: number} (memory_roof
     per variant). caches: cache_sizes() output, drawn as vertical lines, with the start of the
     memory-resident range (MEMORY_FACTOR x the last-level cache); left of it the roof does not
-    apply. Returns a matplotlib Figure: medians as lines, every repetition as a dot, and for each
-    variant the rate its byte count allows at that bandwidth (dashed)."""
+    apply. Returns a matplotlib Figure: medians as large markers, every repetition as a dot (no line
+    joins the grid sizes: nothing was measured between them), and for each variant the rate its
+    byte count allows at that bandwidth (dashed)."""
     need = {"n", "variant", "lups"}
     if not need <= set(table.columns):
         raise HpclabError(f"plot_roofline needs columns {sorted(need)}, got {sorted(table.columns)}",
@@ -38,7 +39,7 @@ def plot_roofline(table: pd.DataFrame, bandwidth_mb_s, caches: pd.DataFrame | No
         ws = grp["n"].map(working_set_bytes)
         ax.scatter(ws, grp["lups"] / 1e6, s=14, color=c, alpha=0.5)
         med = grp.groupby("n")["lups"].median() / 1e6
-        ax.plot([working_set_bytes(n) for n in med.index], med.values, "-o", color=c, ms=4,
+        ax.plot([working_set_bytes(n) for n in med.index], med.values, "D", color=c, ms=6,
                 label=f"{variant} residuum (median; dots: every run)")
         bw = bandwidth_mb_s[variant] if isinstance(bandwidth_mb_s, dict) else bandwidth_mb_s
         bound = bw / bytes_per_update(fused)  # MB/s / B = million updates/s

@@ -290,14 +290,14 @@ def native_seconds(profile: Profile, repetitions: int = 3, experiment: str = "06
 
 def slowdown(profile: Profile, native: list[float]) -> str:
     """A sentence: how many times longer the profiled solve took than the same solve without the
-    profiler (native: native_seconds()), with the spread of the plain runs and the order of
-    magnitude (hpclab.analysis.phrases.ratio)."""
+    profiler (native: native_seconds()): one profiled run against the median of the plain runs,
+    with their spread, as a factor and its order of magnitude (hpclab.analysis.phrases.ratio).
+    A factor of this size needs no test: the plain runs' spread is a sliver of it."""
     profiled = poisson_report.wall_time(profile.result)
     plain = phrases.Spread.of(native)
     in_ms = phrases.Spread.of([v * 1e3 for v in native])
-    return (f"Under {profile.tool} the solve took {profiled:.3g} s; the same binary and grid without it "
-            f"{in_ms.text('ms')}: {phrases.ratio(profiled, plain.median)} (against the median plain run; "
-            f"{profiled / plain.max:.0f}x to {profiled / plain.min:.0f}x against the slowest and the fastest).")
+    return (f"Under {profile.tool} the solve took {profiled:.3g} s, without it {in_ms.text('ms')}: "
+            f"{phrases.ratio(profiled, plain.median)}.")
 
 
 def perf_record(n: int = 1024, iters: int = 40, frequency: int = 4000, experiment: str = "06-hotspots",
@@ -546,10 +546,11 @@ def timer_shares(result: dict) -> pd.Series:
     return s / s.sum()
 
 
-def annotated_source(profile: Profile, start: str, end: str) -> str:
+def annotated_source(profile: Profile, start: str, end: str, counted_only: bool = False) -> str:
     """callgrind's per-line instruction counts for a piece of the solver's source: the lines of
     annotate-self.txt from the first one containing `start` to the next one containing `end`
-    (e.g. start="static double residuum(", end="MPI_Allreduce"). HpclabError if not found."""
+    (e.g. start="static double residuum(", end="MPI_Allreduce"); counted_only keeps only the lines
+    that executed instructions (callgrind marks the others '.'). HpclabError if not found."""
     if profile.tool != "callgrind":
         raise HpclabError("source lines come from callgrind profiles only", "use profilers.callgrind()")
     lines = (profile.path / "annotate-self.txt").read_text(errors="replace").splitlines()
@@ -560,7 +561,10 @@ def annotated_source(profile: Profile, start: str, end: str) -> str:
     last = next((i for i in range(first + 1, len(lines)) if end in lines[i]), None)
     if last is None:
         raise HpclabError(f"no line containing {end!r} after {start!r}", "pick an end text further down")
-    return "\n".join(lines[first:last + 1])
+    shown = lines[first:last + 1]
+    if counted_only:
+        shown = [line for line in shown if line.strip() and not line.lstrip().startswith(".")]
+    return "\n".join(shown)
 
 
 # --------------------------------------------------------------------------------------------

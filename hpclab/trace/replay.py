@@ -28,10 +28,13 @@ happened yet (a send not yet posted, a collective not yet complete), then parks 
 posts that wakes it. If nothing is runnable while ranks still have events, the ranks are
 deadlocked under the model (e.g. a ring of blocking rendezvous sends) and HpclabError lists
 them. Matching is precomputed (hpclab.trace.matching), so the loop only does arithmetic.
+There are two loops, `_run` (no contention) and `_run_links` (shared links, in time order);
+both end a Wait with `_wait_end` and a collective with `_Collectives`.
 """
 
 from __future__ import annotations
 
+import heapq
 from array import array
 
 import numpy as np
@@ -74,11 +77,16 @@ class _Plan:
     (region marker, Init, no-op) just adds its burst, so it is folded into the burst of the next
     active event and its times are filled in afterwards with numpy (see expand()). Each message
     has two slots in one list: 2m (send side posted) and 2m + 1 (receive side posted), so a
-    rendezvous call's partner slot is its own slot ^ 1."""
+    rendezvous call's partner slot is its own slot ^ 1.
+
+    Built in steps, each a function below: the messages' costs (_messages), the requests each
+    Wait completes (_requests), the collectives' costs (_collectives), the steps and their
+    operands (_steps, _operands), the parts each Wait and Sendrecv waits for (_wait_parts). A
+    call those steps find nothing for (unmatched, a Wait that completes nothing, an incomplete
+    collective) becomes LOCAL: a no-op."""
 
     def __init__(self, trace: Trace, model: NetworkModel, strict: bool, bursts: str = "cpu"):
         ev = trace.events
-        n = len(ev)
         validate(trace)
         mt = match(trace)
         self.problems = mt.problems
@@ -95,160 +103,44 @@ class _Plan:
 
         msgs = mt.messages
         M = len(msgs)
-        host = trace.hosts
-        src = msgs["src"].to_numpy()
-        dst = msgs["dst"].to_numpy()
-        if host:  # a node number per rank; a rank without a host is a node of its own
-            top = int(max(src.max(initial=0), dst.max(initial=0), max(host, default=0))) + 1
-            names: dict = {}
-            node = np.array([names.setdefault(host.get(r, ("rank", r)), len(names))
-                             for r in range(top)], dtype=np.int64)
-            same_node = node[src] == node[dst]
-        else:
-            same_node = src == dst
-        nbytes = msgs["bytes"].to_numpy()
-        xfer = model.p2p_ns(nbytes, same_node)
-        # the eager limit of each message's transport: inside a node, or between nodes
-        eager = nbytes <= np.where(same_node, model.eager_limit, model.inter_eager)
-        if "sync" in ev.columns:  # a synchronous send waits for its receive at any size
-            eager &= ev["sync"].to_numpy()[msgs["send_idx"].to_numpy()] == 0
-        ms = np.full(n, -1, dtype=np.int64)
-        mr = np.full(n, -1, dtype=np.int64)
+        src_node, dst_node, xfer, eager = _messages(trace, msgs, model)
+        ms = np.full(len(ev), -1, dtype=np.int64)  # event -> the message it sends (-1: none)
+        mr = np.full(len(ev), -1, dtype=np.int64)  # event -> the message it receives
         ms[msgs["send_idx"].to_numpy()] = np.arange(M)
         mr[msgs["recv_idx"].to_numpy()] = np.arange(M)
         # unmatched blocking/immediate p2p calls become no-ops (reported in self.problems)
         p2p = np.isin(kind, (SEND, ISEND, RECV, IRECV))
         kind[p2p & (ms < 0) & (mr < 0)] = LOCAL
         kind[(kind == SENDRECV) & (ms < 0) & (mr < 0)] = LOCAL
+        deps = _requests(ev, kind, rank, ms, mr)
+        cid, self.csize, self.ccost, self.cleaf, self.ckind = _collectives(trace, mt, model, kind)
 
-        # requests: which message (and which side of it) each Wait/Test completes
-        deps: dict[int, list] = {}
-        sel = np.flatnonzero(np.isin(kind, (ISEND, IRECV, WAIT)))
-        if len(sel):
-            k_sel = kind[sel].tolist()
-            r_sel = rank[sel].tolist()
-            q_sel = ev["req"].to_numpy()[sel].tolist()
-            c_sel = ev["completes"].to_numpy()[sel].tolist()
-            ms_sel = ms[sel].tolist()
-            mr_sel = mr[sel].tolist()
-            live: dict = {}
-            for i, k, r, q, done, s, m in zip(sel.tolist(), k_sel, r_sel, q_sel, c_sel, ms_sel, mr_sel):
-                if k == WAIT:
-                    d = []
-                    for c in done:
-                        hit = live.pop((r, c), None)
-                        if hit is not None:
-                            d.append(hit)
-                    if d:
-                        deps[i] = d
-                    else:
-                        kind[i] = LOCAL
-                elif k == ISEND:
-                    live[(r, q)] = (s, 0)
-                else:
-                    live[(r, q)] = (m, 1)
-
-        # collectives
-        coll = mt.coll
-        inst = mt.instances
-        cid = np.full(n, -1, dtype=np.int64)
-        cid[coll["idx"].to_numpy()] = coll["instance"].to_numpy()
-        incomplete = ~inst["complete"].to_numpy(bool)
-        if incomplete.any():
-            bad = np.isin(cid, np.flatnonzero(incomplete))
-            kind[bad] = LOCAL
-        comms = trace.comms
-        ccost, cleaf, ckind = [], [], []
-        csize = inst["size"].tolist()
-        for comm, call, size, b in zip(inst["comm"].tolist(), inst["call"].tolist(), csize,
-                                       coll.groupby("instance")["bytes"].max().tolist()):
-            members = comms.get(comm, [])
-            one_node = len({host.get(r, r) for r in members}) <= 1 if host else size <= 1
-            ck = _CKIND.get(call, ALL)
-            ckind.append(ck)
-            ccost.append(model.collective_ns(b, size, one_node, 2 if ck == ALL else 1))
-            cleaf.append(int(model.p2p_ns(np.array([b]), np.array([one_node]))[0]))
-
-        # The loop walks "steps": one per active event, two per collective (arrive, then leave),
-        # so that every step can simply be run again when its rank resumes after parking on it:
-        # posting a side of a message again posts the same time, arriving twice would not.
         act = np.flatnonzero(kind != LOCAL)
         cum = _rank_cumsum(burst, rank)
-        ka = kind[act]
-        reps = np.where(ka == COLL, 2, 1)
-        step = np.repeat(np.arange(len(act)), reps)  # step -> its active event
-        first = np.ones(len(step), dtype=bool)  # first step of its event
-        first[1:] = step[1:] != step[:-1]
-        se = act[step]  # step -> event row
-        sr = rank[se]
-        start = np.ones(len(step), dtype=bool)  # first step of its rank
-        start[1:] = sr[1:] != sr[:-1]
-        # a step's burst: that of its event plus those of the local events since the previous
-        # active event of its rank (none for a collective's leave step)
-        prev_ev = np.r_[0, se[:-1]] if len(se) else se  # the previous step's event
-        sburst = np.where(first, cum[se] - np.where(start, 0, cum[prev_ev]), 0)
-
-        msa = ms[se]
-        mra = mr[se]
-        ks = kind[se]
-        send_side = (ks == SEND) | (ks == ISEND)
-        m = np.where(send_side, msa, mra)
-        m_safe = np.maximum(m, 0)
-        eag = eager[m_safe] if M else np.zeros(len(se), dtype=bool)
-        own = np.where(send_side, 2 * m, 2 * m + 1)
-        code = _STEP_CODE[ks, eag.astype(np.int64), first.astype(np.int64)]
-        # Two lists carry each step's operands. slot: the message slot it posts or reads;
-        # ERECV reads the send slot and posts nothing (only rendezvous senders and an Irecv's
-        # own Wait ever read a receive slot, and neither can wait on a blocking eager Recv);
-        # for a collective step, its instance. xf: the message's transfer time; for a
-        # collective step, 1 if its rank is the root.
-        coll_step = ks == COLL
-        root = ev["root"].to_numpy()
-        slot = np.where(code == ERECV, own - 1, own)
-        slot[coll_step] = cid[se[coll_step]]
-        xf = xfer[m_safe] if M else np.zeros(len(se), dtype=np.int64)
-        xf[coll_step] = root[se[coll_step]] == sr[coll_step]
+        se, first, start, sburst = _steps(kind[act], act, rank, cum)
+        ks, msa, mra = kind[se], ms[se], mr[se]  # per step: its event's kind and messages
+        code, slot, xf = _operands(ks, first, msa, mra, eager, xfer, cid[se],
+                                   ev["root"].to_numpy()[se] == rank[se])
         self.slot = slot.tolist()
         self.xf = xf.tolist()
         self.kind = code.tolist()
         self.burst = sburst.tolist()
-
-        # Wait and Sendrecv: the slots to post (Sendrecv) and the parts to wait for
-        def part(msg, side):
-            how = OWN if side == 0 and eager[msg] else (EAGER if eager[msg] else RDV)
-            return (2 * msg, 2 * msg + 1, how, int(xfer[msg]))
-
-        posts: dict[int, tuple] = {}
-        parts: dict[int, list] = {}
-        for j in np.flatnonzero((ks == WAIT) | (ks == SENDRECV)).tolist():
-            if ks[j] == WAIT:
-                parts[j] = [part(m, side) for m, side in deps[int(se[j])]]
-            else:
-                s, r = int(msa[j]), int(mra[j])
-                posts[j] = tuple(([2 * s] if s >= 0 else []) + ([2 * r + 1] if r >= 0 else []))
-                parts[j] = ([part(s, 0)] if s >= 0 else []) + ([part(r, 1)] if r >= 0 else [])
-        self.posts, self.parts = posts, parts
-
-        self.csize, self.ccost, self.cleaf, self.ckind = csize, ccost, cleaf, ckind
+        self.posts, self.parts = _wait_parts(ks, se, msa, mra, deps, eager, xfer)
         self.M = M
         # per message, for the shared-link engine (_run_links): eager, transfer time, the
         # nodes it leaves and enters (-1 -1: it stays on its node and uses no link)
         if model.links:
             self.m_eager = eager.tolist()
             self.m_cost = xfer.tolist()
-            if host:
-                sn, dn = node[src], node[dst]
-            else:
-                sn, dn = src, dst
-            inter = sn != dn
-            self.m_out = np.where(inter, sn, -1).tolist()
-            self.m_in = np.where(inter, dn, -1).tolist()
-            self.nnodes = int(max(sn.max(initial=-1), dn.max(initial=-1))) + 1
+            inter = src_node != dst_node
+            self.m_out = np.where(inter, src_node, -1).tolist()
+            self.m_in = np.where(inter, dst_node, -1).tolist()
+            self.nnodes = int(max(src_node.max(initial=-1), dst_node.max(initial=-1))) + 1
         starts = np.flatnonzero(start)
         self.starts = starts.tolist()
         self.ends = np.r_[starts[1:], len(se)].tolist()
         # for expand() and the deadlock report
-        self.n, self.rank, self.cum, self.act = n, rank, cum, act
+        self.n, self.rank, self.cum, self.act = len(ev), rank, cum, act
         self.step_event, self.step_start, self.step_first, self.step_burst = se, start, first, sburst
 
     def expand(self, exit_: array) -> tuple[np.ndarray, np.ndarray]:
@@ -278,6 +170,157 @@ class _Plan:
         t_in[local] = t[local]
         t_out[local] = t[local]
         return t_in, t_out
+
+
+def _messages(trace: Trace, msgs: pd.DataFrame, model: NetworkModel):
+    """Per matched message: the node it leaves and the node it enters (its ranks when the trace
+    names no hosts; a rank without a host is a node of its own), its transfer time on `model`
+    (ns) and whether it goes eager (at most the eager limit of its transport, inside a node or
+    between nodes, and not a synchronous send). Returns four arrays."""
+    host = trace.hosts
+    src = msgs["src"].to_numpy()
+    dst = msgs["dst"].to_numpy()
+    if host:  # a node number per rank
+        top = int(max(src.max(initial=0), dst.max(initial=0), max(host, default=0))) + 1
+        names: dict = {}
+        node = np.array([names.setdefault(host.get(r, ("rank", r)), len(names))
+                         for r in range(top)], dtype=np.int64)
+        src_node, dst_node = node[src], node[dst]
+    else:
+        src_node, dst_node = src, dst
+    same_node = src_node == dst_node
+    nbytes = msgs["bytes"].to_numpy()
+    xfer = model.p2p_ns(nbytes, same_node)
+    eager = nbytes <= np.where(same_node, model.eager_limit, model.inter_eager)
+    ev = trace.events
+    if "sync" in ev.columns:  # a synchronous send waits for its receive at any size
+        eager &= ev["sync"].to_numpy()[msgs["send_idx"].to_numpy()] == 0
+    return src_node, dst_node, xfer, eager
+
+
+def _requests(ev: pd.DataFrame, kind: np.ndarray, rank: np.ndarray, ms: np.ndarray,
+              mr: np.ndarray) -> dict[int, list]:
+    """Which message, and which side of it (0 send, 1 receive), each Wait/Test completes:
+    {event row: [(message, side), ...]}, following each rank's requests from its Isend/Irecv
+    to the Wait that names them. A Wait that completes none becomes LOCAL in `kind`."""
+    deps: dict[int, list] = {}
+    sel = np.flatnonzero(np.isin(kind, (ISEND, IRECV, WAIT)))
+    if not len(sel):
+        return deps
+    k_sel = kind[sel].tolist()
+    r_sel = rank[sel].tolist()
+    q_sel = ev["req"].to_numpy()[sel].tolist()
+    c_sel = ev["completes"].to_numpy()[sel].tolist()
+    ms_sel = ms[sel].tolist()
+    mr_sel = mr[sel].tolist()
+    live: dict = {}
+    for i, k, r, q, done, s, m in zip(sel.tolist(), k_sel, r_sel, q_sel, c_sel, ms_sel, mr_sel):
+        if k == WAIT:
+            d = []
+            for c in done:
+                hit = live.pop((r, c), None)
+                if hit is not None:
+                    d.append(hit)
+            if d:
+                deps[i] = d
+            else:
+                kind[i] = LOCAL
+        elif k == ISEND:
+            live[(r, q)] = (s, 0)
+        else:
+            live[(r, q)] = (m, 1)
+    return deps
+
+
+def _collectives(trace: Trace, mt, model: NetworkModel, kind: np.ndarray):
+    """The collective instances: per event its instance (-1: none), and per instance its size,
+    its cost (ns: from the last arrival for Allreduce and the like, from the root's for Bcast
+    and Reduce's root), the cost of one transfer to the root (Reduce's others) and its kind
+    (ALL, BCAST, REDUCE). The calls of an incomplete instance become LOCAL in `kind`."""
+    coll = mt.coll
+    inst = mt.instances
+    cid = np.full(len(kind), -1, dtype=np.int64)
+    cid[coll["idx"].to_numpy()] = coll["instance"].to_numpy()
+    incomplete = ~inst["complete"].to_numpy(bool)
+    if incomplete.any():
+        bad = np.isin(cid, np.flatnonzero(incomplete))
+        kind[bad] = LOCAL
+    comms, host = trace.comms, trace.hosts
+    ccost, cleaf, ckind = [], [], []
+    csize = inst["size"].tolist()
+    for comm, call, size, b in zip(inst["comm"].tolist(), inst["call"].tolist(), csize,
+                                   coll.groupby("instance")["bytes"].max().tolist()):
+        members = comms.get(comm, [])
+        one_node = len({host.get(r, r) for r in members}) <= 1 if host else size <= 1
+        ck = _CKIND.get(call, ALL)
+        ckind.append(ck)
+        ccost.append(model.collective_ns(b, size, one_node, 2 if ck == ALL else 1))
+        cleaf.append(int(model.p2p_ns(np.array([b]), np.array([one_node]))[0]))
+    return cid, csize, ccost, cleaf, ckind
+
+
+def _steps(ka: np.ndarray, act: np.ndarray, rank: np.ndarray, cum: np.ndarray):
+    """The steps the loop walks: one per active event (rows `act`, kinds `ka`), two per
+    collective (arrive, then leave), so that every step can simply be run again when its rank
+    resumes after parking on it: posting a side of a message again posts the same time,
+    arriving twice would not. Returns per step its event row, whether it is the first step of
+    its event and of its rank, and its burst: that of its event plus those of the local events
+    since the previous active event of its rank (none for a collective's leave step)."""
+    reps = np.where(ka == COLL, 2, 1)
+    step = np.repeat(np.arange(len(act)), reps)  # step -> its active event
+    first = np.ones(len(step), dtype=bool)  # first step of its event
+    first[1:] = step[1:] != step[:-1]
+    se = act[step]  # step -> event row
+    sr = rank[se]
+    start = np.ones(len(step), dtype=bool)  # first step of its rank
+    start[1:] = sr[1:] != sr[:-1]
+    prev_ev = np.r_[0, se[:-1]] if len(se) else se  # the previous step's event
+    sburst = np.where(first, cum[se] - np.where(start, 0, cum[prev_ev]), 0)
+    return se, first, start, sburst
+
+
+def _operands(ks: np.ndarray, first: np.ndarray, msa: np.ndarray, mra: np.ndarray, eager: np.ndarray,
+              xfer: np.ndarray, cids: np.ndarray, is_root: np.ndarray):
+    """Per step (its event's kind `ks`, message sent `msa` and received `mra`, collective
+    instance `cids`, whether its rank is that collective's root): what the loop dispatches on
+    (code) and two operands. slot: the message slot it posts or reads; ERECV reads the send slot
+    and posts nothing (only rendezvous senders and an Irecv's own Wait ever read a receive slot,
+    and neither can wait on a blocking eager Recv); for a collective step, its instance. xf: the
+    message's transfer time; for a collective step, 1 if its rank is the root."""
+    send_side = (ks == SEND) | (ks == ISEND)
+    m = np.where(send_side, msa, mra)
+    m_safe = np.maximum(m, 0)
+    M = len(eager)
+    eag = eager[m_safe] if M else np.zeros(len(ks), dtype=bool)
+    own = np.where(send_side, 2 * m, 2 * m + 1)
+    code = _STEP_CODE[ks, eag.astype(np.int64), first.astype(np.int64)]
+    coll_step = ks == COLL
+    slot = np.where(code == ERECV, own - 1, own)
+    slot[coll_step] = cids[coll_step]
+    xf = xfer[m_safe] if M else np.zeros(len(ks), dtype=np.int64)
+    xf[coll_step] = is_root[coll_step]
+    return code, slot, xf
+
+
+def _wait_parts(ks: np.ndarray, se: np.ndarray, msa: np.ndarray, mra: np.ndarray, deps: dict,
+                eager: np.ndarray, xfer: np.ndarray) -> tuple[dict, dict]:
+    """For the Wait and Sendrecv steps: the slots a Sendrecv posts ({step: (slot, ...)}) and the
+    parts each waits for ({step: [part, ...]}), a part being (send slot, receive slot, how it
+    completes: OWN, EAGER or RDV, transfer time) as _wait_end reads it."""
+    def part(msg, side):
+        how = OWN if side == 0 and eager[msg] else (EAGER if eager[msg] else RDV)
+        return (2 * msg, 2 * msg + 1, how, int(xfer[msg]))
+
+    posts: dict[int, tuple] = {}
+    parts: dict[int, list] = {}
+    for j in np.flatnonzero((ks == WAIT) | (ks == SENDRECV)).tolist():
+        if ks[j] == WAIT:
+            parts[j] = [part(m, side) for m, side in deps[int(se[j])]]
+        else:
+            s, r = int(msa[j]), int(mra[j])
+            posts[j] = tuple(([2 * s] if s >= 0 else []) + ([2 * r + 1] if r >= 0 else []))
+            parts[j] = ([part(s, 0)] if s >= 0 else []) + ([part(r, 1)] if r >= 0 else [])
+    return posts, parts
 
 
 def _rank_cumsum(burst: np.ndarray, rank: np.ndarray) -> np.ndarray:
@@ -323,6 +366,85 @@ def replay(trace: Trace, model: NetworkModel = IDEAL, *, strict: bool = False,
                              bursts=used, replay_problems=[str(p) for p in plan.problems])
 
 
+def _wait_end(parts: list, post: list, arrive: list | None, t: int) -> tuple[int, int]:
+    """When a Wait (or a Sendrecv's wait) entered at t ends, and the slot it must park on.
+
+    Each part (send slot, receive slot, how, transfer time) completes: an own eager send at its
+    post; any other once both sides are posted, when its data are at the receiver (arrive[m]
+    of the shared-link engine, or with arrive None, without contention: the send's post plus
+    the transfer if eager, the later post plus the transfer if rendezvous), an eager message
+    not before its receive was posted. Returns (the later of t and every part's completion, -1),
+    or (t, the slot of the first side not yet posted)."""
+    x = t
+    for ss, rs, how, xm in parts:
+        sp = post[ss]
+        if how == OWN:
+            d = sp
+        else:
+            if sp < 0:
+                return t, ss
+            rp = post[rs]
+            if rp < 0:
+                return t, rs
+            if arrive is not None:
+                d = arrive[ss >> 1]
+            elif how == EAGER:
+                d = sp + xm
+            else:
+                d = (sp if sp > rp else rp) + xm
+            if how == EAGER and d < rp:
+                d = rp
+        if d > x:
+            x = d
+    return x, -1
+
+
+class _Collectives:
+    """The collective instances while a loop runs: how many members arrived, the latest
+    arrival, the root's arrival and the ranks parked on each, with the plan's size, cost,
+    cost of one transfer to the root and kind (ALL, BCAST, REDUCE) of each."""
+
+    def __init__(self, P: _Plan):
+        n = len(P.csize)
+        self.size, self.cost, self.leaf, self.kind = P.csize, P.ccost, P.cleaf, P.ckind
+        self.arrived = [0] * n
+        self.last = [-1] * n
+        self.root = [-1] * n
+        self.parked: list = [[] for _ in range(n)]
+
+    def arrive(self, c: int, t: int, is_root: int) -> list:
+        """A member of instance c arrives at t; returns the parked ranks that can leave now
+        (all arrived, or the root of a Bcast) and forgets them."""
+        a = self.arrived[c] = self.arrived[c] + 1
+        if t > self.last[c]:
+            self.last[c] = t
+        if is_root:
+            self.root[c] = t
+        parked = self.parked[c]
+        if parked and (a == self.size[c] or (is_root and self.kind[c] == BCAST)):
+            self.parked[c] = []
+            return parked
+        return []
+
+    def leave(self, c: int, t: int, is_root: int) -> int | None:
+        """When a member of instance c that arrived at t leaves, or None while it must wait:
+        Allreduce and the like at the last arrival plus the cost; Bcast's root at once plus the
+        cost, the others at the root's arrival plus the cost, not before their own; Reduce's
+        root at the last arrival plus the cost, the others after one transfer to it."""
+        ck = self.kind[c]
+        if ck == ALL or (ck == REDUCE and is_root):
+            return self.last[c] + self.cost[c] if self.arrived[c] >= self.size[c] else None
+        if ck == REDUCE:
+            return t + self.leaf[c]
+        if is_root:  # BCAST
+            return t + self.cost[c]
+        rt = self.root[c]
+        if rt < 0:
+            return None
+        x = rt + self.cost[c]
+        return x if x > t else t
+
+
 def _run(P: _Plan, trace: Trace):
     """The event loop over the steps; returns their exit times.
 
@@ -331,7 +453,7 @@ def _run(P: _Plan, trace: Trace):
     previous exit plus its burst, so it comes out the same when the step is run again."""
     kind, burst, slot, xf = P.kind, P.burst, P.slot, P.xf
     posts, parts = P.posts, P.parts
-    csize, ccost, cleaf, ckind = P.csize, P.ccost, P.cleaf, P.ckind
+    coll = _Collectives(P)
     # int64 storage: the times go to numpy without a per-element conversion, and are not kept
     # as a million scattered int objects
     exit_ = array("q", bytes(8 * len(kind)))
@@ -339,17 +461,14 @@ def _run(P: _Plan, trace: Trace):
     # slot -> the rank parked until it is posted (-1: none). One is enough: only the receiver
     # of a message ever waits for its send side, only the sender for its receive side.
     mwait = [-1] * (2 * P.M)
-    nI = len(csize)
-    arrived = [0] * nI
-    cmax = [-1] * nI
-    croot = [-1] * nI
-    cwait: list = [[] for _ in range(nI)]
     R = len(P.starts)
     pos = list(P.starts)
     ends = P.ends
     tcur = [0] * R
     ready = list(range(R))
     pop, wake, extend = ready.pop, ready.append, ready.extend
+    # Posting a side of a message (post[s] = te, then wake the rank parked on s) is written out
+    # where it happens, not called: it is the commonest step of every trace.
     while ready:
         r = pop()
         j = pos[r]
@@ -359,78 +478,38 @@ def _run(P: _Plan, trace: Trace):
         while j < end:
             k = kind[j]
             te = t + burst[j]
-            if k == NOW:  # post, wake whoever waits for it, done
+            if k == NOW or k == RSEND or k == RRECV:  # post one side, wake whoever waits for it
                 s = slot[j]
                 post[s] = te
                 w = mwait[s]
                 if w >= 0:
                     wake(w)
                     mwait[s] = -1
-                exit_[j] = t = te
-                j += 1
-                continue
-            if k == ERECV:  # eager message: ends on arrival, or at once if already there
+                if k == NOW:  # done
+                    x = te
+                else:  # rendezvous: both sides posted, then one transfer
+                    p = post[s ^ 1]
+                    if p < 0:
+                        blocked = s ^ 1
+                        break
+                    x = (te if te > p else p) + xf[j]
+            elif k == ERECV:  # eager message: ends on arrival, or at once if already there
                 s = slot[j]
                 sp = post[s]
                 if sp < 0:
                     blocked = s
                     break
                 x = sp + xf[j]
-                exit_[j] = t = x if x > te else te
-                j += 1
-                continue
-            if k == RSEND or k == RRECV:  # rendezvous: both sides posted, then one transfer
-                s = slot[j]
-                post[s] = te
-                w = mwait[s]
-                if w >= 0:
-                    wake(w)
-                    mwait[s] = -1
-                s ^= 1
-                p = post[s]
-                if p < 0:
-                    blocked = s
-                    break
-                x = (te if te > p else p) + xf[j]
+                if x < te:
+                    x = te
             elif k == ARRIVE:
-                c = slot[j]
-                a = arrived[c] = arrived[c] + 1
-                if te > cmax[c]:
-                    cmax[c] = te
-                root = xf[j]
-                if root:
-                    croot[c] = te
-                if cwait[c] and (a == csize[c] or (root and ckind[c] == BCAST)):
-                    extend(cwait[c])
-                    cwait[c] = []
+                extend(coll.arrive(slot[j], te, xf[j]))
                 x = te
             elif k == LEAVE:  # te: the arrival (a leave step has no burst)
-                c = slot[j]
-                ck = ckind[c]
-                if ck == ALL:
-                    if arrived[c] < csize[c]:
-                        blocked = -2 - c
-                        break
-                    x = cmax[c] + ccost[c]
-                elif ck == BCAST:
-                    if xf[j]:  # the root
-                        x = te + ccost[c]
-                    else:
-                        rt = croot[c]
-                        if rt < 0:
-                            blocked = -2 - c
-                            break
-                        x = rt + ccost[c]
-                        if x < te:
-                            x = te
-                else:  # REDUCE
-                    if xf[j]:  # the root
-                        if arrived[c] < csize[c]:
-                            blocked = -2 - c
-                            break
-                        x = cmax[c] + ccost[c]
-                    else:
-                        x = te + cleaf[c]
+                x = coll.leave(slot[j], te, xf[j])
+                if x is None:
+                    blocked = -2 - slot[j]
+                    break
             else:  # XWAIT, XSENDRECV: the latest completion of the parts
                 if k == XSENDRECV:
                     for s in posts[j]:
@@ -439,27 +518,7 @@ def _run(P: _Plan, trace: Trace):
                         if w >= 0:
                             wake(w)
                             mwait[s] = -1
-                x = te
-                for ss, rs, how, xm in parts[j]:
-                    sp = post[ss]
-                    if how == OWN:
-                        d = sp
-                    else:
-                        if sp < 0:
-                            blocked = ss
-                            break
-                        rp = post[rs]
-                        if rp < 0:
-                            blocked = rs
-                            break
-                        if how == EAGER:
-                            d = sp + xm
-                            if d < rp:
-                                d = rp
-                        else:
-                            d = (sp if sp > rp else rp) + xm
-                    if d > x:
-                        x = d
+                x, blocked = _wait_end(parts[j], post, None, te)
                 if blocked != -1:
                     break
             exit_[j] = t = x
@@ -469,10 +528,8 @@ def _run(P: _Plan, trace: Trace):
         if blocked >= 0:
             mwait[blocked] = r
         elif blocked != -1:
-            cwait[-2 - blocked].append(r)
-    stuck = [r for r in range(R) if pos[r] < ends[r]]
-    if stuck:
-        _deadlock(trace, [int(P.step_event[pos[r]]) for r in stuck])
+            coll.parked[-2 - blocked].append(r)
+    _raise_if_stuck(P, trace, pos)
     return exit_
 
 
@@ -489,23 +546,15 @@ def _run_links(P: _Plan, trace: Trace, model: NetworkModel):
     run in the order of their entry times (a heap of ranks keyed by the entry time of their
     next step), not rank by rank as in _run; a rank parked on a step runs it again when woken,
     as in _run. With enough links for every message in flight the times are _run's."""
-    import heapq
-    kind, burst, slot = P.kind, P.burst, P.slot
+    kind, burst, slot, xf = P.kind, P.burst, P.slot, P.xf
     posts, parts = P.posts, P.parts
-    csize, ccost, cleaf, ckind, xf = P.csize, P.ccost, P.cleaf, P.ckind, P.xf
-    m_eager, m_cost, m_out, m_in = P.m_eager, P.m_cost, P.m_out, P.m_in
-    nl = int(model.links)
-    out_free = [[0] * nl for _ in range(P.nnodes)]
-    in_free = [[0] * nl for _ in range(P.nnodes)]
+    coll = _Collectives(P)
+    m_eager = P.m_eager
+    transfer = _Links(P, int(model.links)).transfer
     exit_ = array("q", bytes(8 * len(kind)))
     post = [-1] * (2 * P.M)
     arrive = [-1] * P.M  # when the message's data are at the receiver (-1: not scheduled yet)
     mwait = [-1] * (2 * P.M)
-    nI = len(csize)
-    arrived = [0] * nI
-    cmax = [-1] * nI
-    croot = [-1] * nI
-    cwait: list = [[] for _ in range(nI)]
     R = len(P.starts)
     pos = list(P.starts)
     ends = P.ends
@@ -514,18 +563,9 @@ def _run_links(P: _Plan, trace: Trace, model: NetworkModel):
     heapq.heapify(heap)
     push, pop = heapq.heappush, heapq.heappop
 
-    def transfer(m, t):
-        """Schedule message m, ready at t, on its links; returns its arrival."""
-        a, b = m_out[m], m_in[m]
-        if a < 0:
-            return t + m_cost[m]
-        fo, fi = out_free[a], in_free[b]
-        lo = min(range(nl), key=fo.__getitem__)
-        li = min(range(nl), key=fi.__getitem__)
-        start = max(t, fo[lo], fi[li])
-        end = start + m_cost[m]
-        fo[lo] = fi[li] = end
-        return end
+    def wake(w):
+        """Rank w goes on at the entry of the step it was parked on."""
+        push(heap, (tcur[w] + burst[pos[w]], w))
 
     def put(s, t):
         """Post side s of a message at t; wake its waiter; schedule the transfer once ready."""
@@ -533,7 +573,7 @@ def _run_links(P: _Plan, trace: Trace, model: NetworkModel):
         w = mwait[s]
         if w >= 0:
             mwait[s] = -1
-            push(heap, (tcur[w] + burst[pos[w]], w))
+            wake(w)
         m = s >> 1
         if arrive[m] < 0:
             if m_eager[m]:
@@ -569,66 +609,23 @@ def _run_links(P: _Plan, trace: Trace, model: NetworkModel):
                 else:
                     x = a
             elif k == ARRIVE:
-                c = slot[j]
-                n_in = arrived[c] = arrived[c] + 1
-                if te > cmax[c]:
-                    cmax[c] = te
-                if xf[j]:
-                    croot[c] = te
-                if cwait[c] and (n_in == csize[c] or (xf[j] and ckind[c] == BCAST)):
-                    for w in cwait[c]:
-                        push(heap, (tcur[w] + burst[pos[w]], w))
-                    cwait[c] = []
+                for w in coll.arrive(slot[j], te, xf[j]):
+                    wake(w)
                 x = te
             elif k == LEAVE:
-                c = slot[j]
-                ck = ckind[c]
-                if ck == ALL:
-                    if arrived[c] < csize[c]:
-                        blocked = -2 - c
-                    else:
-                        x = cmax[c] + ccost[c]
-                elif ck == BCAST:
-                    if xf[j]:
-                        x = te + ccost[c]
-                    elif croot[c] < 0:
-                        blocked = -2 - c
-                    else:
-                        x = max(croot[c] + ccost[c], te)
-                elif xf[j]:  # REDUCE root
-                    if arrived[c] < csize[c]:
-                        blocked = -2 - c
-                    else:
-                        x = cmax[c] + ccost[c]
-                else:
-                    x = te + cleaf[c]
+                x = coll.leave(slot[j], te, xf[j])
+                if x is None:
+                    blocked = -2 - slot[j]
             else:  # XWAIT, XSENDRECV
                 if k == XSENDRECV:
                     for s in posts[j]:
                         put(s, te)
-                x = te
-                for ss, rs, how, _ in parts[j]:
-                    sp = post[ss]
-                    if how == OWN:
-                        d = sp
-                    else:
-                        if sp < 0:
-                            blocked = ss
-                            break
-                        rp = post[rs]
-                        if rp < 0:
-                            blocked = rs
-                            break
-                        d = arrive[ss >> 1]
-                        if how == EAGER and d < rp:
-                            d = rp
-                    if d > x:
-                        x = d
+                x, blocked = _wait_end(parts[j], post, arrive, te)
             if blocked >= 0:
                 mwait[blocked] = r
                 break
             if blocked != -1:
-                cwait[-2 - blocked].append(r)
+                coll.parked[-2 - blocked].append(r)
                 break
             exit_[j] = x
             tcur[r] = x
@@ -639,10 +636,40 @@ def _run_links(P: _Plan, trace: Trace, model: NetworkModel):
             if heap and (te, r) > heap[0]:
                 push(heap, (te, r))
                 break
-    stuck = [r for r in range(R) if pos[r] < ends[r]]
+    _raise_if_stuck(P, trace, pos)
+    return exit_
+
+
+class _Links:
+    """The shared links of _run_links: per node, when each of its output and input links is
+    free next (ns), and each message's cost and the nodes it leaves and enters."""
+
+    def __init__(self, P: _Plan, links: int):
+        self.n = links
+        self.out_free = [[0] * links for _ in range(P.nnodes)]
+        self.in_free = [[0] * links for _ in range(P.nnodes)]
+        self.cost, self.out, self.into = P.m_cost, P.m_out, P.m_in
+
+    def transfer(self, m: int, t: int) -> int:
+        """Schedule message m, ready at t, on the output and input links free first (a message
+        within a node on none); returns its arrival."""
+        a, b = self.out[m], self.into[m]
+        if a < 0:
+            return t + self.cost[m]
+        fo, fi = self.out_free[a], self.in_free[b]
+        lo = min(range(self.n), key=fo.__getitem__)
+        li = min(range(self.n), key=fi.__getitem__)
+        start = max(t, fo[lo], fi[li])
+        end = start + self.cost[m]
+        fo[lo] = fi[li] = end
+        return end
+
+
+def _raise_if_stuck(P: _Plan, trace: Trace, pos: list) -> None:
+    """Raise the deadlock error when a rank's cursor `pos` stopped before its last step."""
+    stuck = [r for r in range(len(pos)) if pos[r] < P.ends[r]]
     if stuck:
         _deadlock(trace, [int(P.step_event[pos[r]]) for r in stuck])
-    return exit_
 
 
 def _deadlock(trace: Trace, at: list):
