@@ -1,7 +1,12 @@
 """Faults on the real local cluster (docs/faults.md): the controller killed or restarted under a
 running job, accounting down, a job over its memory limit, a node left drained, and what hpclab
 says when it stops waiting. These tests stop and start the cluster's own daemons by their pid
-files, so they run one at a time (make test does) and each leaves the cluster up."""
+files, so they run one at a time (make test does) and each leaves the cluster up.
+
+How hpclab reads each of these from Slurm's answers (requeue, node failure, drain, out of
+memory, a forgotten job, giving up waiting) is tested against the fake Slurm in
+tests/test_experiment_logic.py, in make test-fast. A test here proves what the fake cannot: that
+the real daemons behave and word it so, and that `hpclab cluster up` repairs what broke."""
 
 import json
 import os
@@ -46,6 +51,15 @@ def _slow_template(tmp_path, monkeypatch, seconds):
     (d / "poisson.sh.j2").write_text('{% extends "preamble.sh.j2" %}\n{% block before_run %}\n'
                                      f"sleep {seconds}\n{{% endblock %}}\n")
     monkeypatch.setenv("HPCLAB_TEMPLATES", str(d))
+
+
+def _await(done, limit: float, what: str) -> None:
+    """Poll done() every 0.1 s until it is true; fail saying what was awaited after `limit` s."""
+    end = time.monotonic() + limit
+    while not done():
+        if time.monotonic() > end:
+            pytest.fail(f"waited {limit:g} s for {what}")
+        time.sleep(0.1)
 
 
 def _wait_running(run, limit=120):
@@ -110,7 +124,8 @@ def test_graceful_controller_restart_keeps_the_job_running(runs_root, tmp_path, 
 def test_accounting_down_jobs_still_run_and_provenance_says_so(runs_root, capfd):
     """slurmdbd stopped: does a job still run and complete, with its state from squeue/scontrol,
     provenance saying accounting was unavailable, hpclab saying so once, and `up` bringing
-    accounting back?"""
+    accounting back? (Real: jobs run with slurmdbd stopped and slurmctld sends their records once
+    it is back; the fake's test covers hpclab's side.)"""
     need("poisson")
     lay = config.layout()
     assert local.slurmdbd_daemon(lay).stop()
@@ -149,7 +164,8 @@ def test_up_survives_a_hung_slurmdbd_with_a_clear_error(cluster, monkeypatch):
 def test_out_of_memory_says_asked_and_used(runs_root):
     """A job over its memory limit: is it stopped by Slurm (the memory cgroup, or the accounting
     kill) and does hpclab say 'ran out of memory: asked N MB, used about M MB' (M at least N) and
-    what to do?"""
+    what to do? (Real: this machine's enforcement stops the job and its accounting has the numbers;
+    the fake's test words both enforcements.)"""
     need("stream")
     spec = make_spec(kernel="stream", ntasks=1, mem=40, args={"size": 4_000_000, "reps": 50})  # 3 x 32 MB arrays
     with pytest.raises(HpclabError) as exc:
@@ -206,12 +222,20 @@ def test_a_stale_cgroup_of_an_earlier_job_with_the_same_id_does_not_drain_the_no
     if job != str(int(last) + 1):
         pytest.skip(f"another job took id {int(last) + 1}; the stale cgroup was not met")
     assert "drain" not in local.node_states()[node], "the stale cgroup drained the node"
-    state = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "State"], env=env,
-                           capture_output=True, text=True).stdout.strip()
+    # the accounting hears of the end a moment after squeue forgets the job (a full run once read
+    # PENDING here): wait for slurmdbd's record to leave the states before the end
+    end = time.monotonic() + 30
+    while True:
+        state = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "State"], env=env,
+                               capture_output=True, text=True).stdout.strip()
+        if state not in ("PENDING", "RUNNING", "COMPLETING") or time.monotonic() > end:
+            break
+        time.sleep(0.5)
     assert state in ("COMPLETED", ""), state
     assert not (memory / f"job_{job}").exists()
     cancelled = sbatch("-w", node, "-n", "1", "--wrap", "srun -n 1 sleep 60")
-    time.sleep(2)
+    step = memory / f"job_{cancelled}" / "step_0"  # cancelled while its srun step runs
+    _await(step.is_dir, 60, f"job {cancelled}'s srun step to start (its memory cgroup {step})")
     subprocess.run(["scancel", cancelled], env=env, check=True)
     ended(cancelled)
     for _ in range(50):   # the Epilog runs a moment after the job left the queue
@@ -234,7 +258,8 @@ def test_up_resumes_a_drained_node(cluster):
 
 def test_stopped_waiting_names_the_real_state(runs_root, tmp_path, monkeypatch):
     """hpclab giving up on a running job: is it cancelled with Slurm's last state in the reason
-    (running, on which node), never called a timeout?"""
+    (running, on which node), never called a timeout? (Real: the words a real squeue gives a running
+    job; the fake's test also covers a held job and Ctrl-C.)"""
     need("poisson")
     _slow_template(tmp_path, monkeypatch, 300)
     with pytest.raises(HpclabError) as exc:
@@ -247,7 +272,9 @@ def test_stopped_waiting_names_the_real_state(runs_root, tmp_path, monkeypatch):
 
 def test_requeue_is_followed_and_recorded(runs_root, tmp_path, monkeypatch):
     """A running job requeued by Slurm (scontrol requeue): does hpclab follow it to the end,
-    record the requeue and the Restarts count in the status history, and not call it a timeout?"""
+    record the requeue and the Restarts count in the status history, and not call it a timeout?
+    (Real: that Slurm shows a requeue as running -> pending with BeginTime and scontrol's Restarts,
+    the answers the fake's requeue tests give; it waits out cred_expire, about 31 s.)"""
     need("poisson")
     _slow_template(tmp_path, monkeypatch, 4)
     (run,) = experiment.run(make_spec(POISSON), wait=False, progress=False)
@@ -268,6 +295,55 @@ def _node_commands(cg) -> dict[int, str]:
         except OSError:
             pass  # ended between the two reads
     return names
+
+
+def _why_no_step(run, node2) -> str:
+    """What a job whose step never reached node2 was doing: its status, each node's processes,
+    Slurm's view of its steps, the end of what it printed and what node2's slurmd logged of it."""
+    from hpclab.cluster import vnodes
+
+    node1 = vnodes.cgroup_dir(vnodes.netns_name(1))
+    steps = subprocess.run(["squeue", "-s", "-j", str(run.job_id)], capture_output=True, text=True)
+    said = "\n".join(f.read_text(errors="replace")[-1500:] for f in (run.folder.stdout, run.folder.stderr)
+                     if f.exists())
+    log = config.layout().logfile("slurmd-node2")
+    logged = [line for line in (log.read_text(errors="replace").splitlines() if log.exists() else [])
+              if f"[{run.job_id}." in line or f"JobId={run.job_id} " in line or "error" in line.lower()]
+    return (f"the sleep step never ran on node2: {run.folder.status()}; node1 ran {_node_commands(node1)}; "
+            f"node2 ran {_node_commands(node2)}; steps:\n{steps.stdout}{steps.stderr}\nthe job said:\n{said}\n"
+            f"{log} (the job's lines and errors, last 40):\n" + "\n".join(logged[-40:]))
+
+
+def _launch_failed(run) -> bool:
+    """Did a step of the job fail to launch (srun says so in the job's error output)?"""
+    return run.folder.stderr.exists() and "launch failed" in run.folder.stderr.read_text(errors="replace")
+
+
+def _sleep_step_on_node2(spec, node2):
+    """Submit the job and wait until its sleep step runs on node2; returns the run.
+
+    A step of a two-node job failed to launch on node2 in two full runs of make test (job 56
+    both times; "task 1 launch failed: Unspecified error", with the steps before and after it
+    running there); it never happened alone or in 32 jobs on a loaded machine. That is not the
+    failure this test is about: the first such job is cancelled, what node2 logged is printed,
+    and the job is submitted once more. A second launch failure fails the test."""
+    seen = []
+    for _attempt in range(2):
+        (run,) = experiment.run(spec, wait=False, progress=False)
+        _wait_running(run)
+        # kill while the sleep step runs there, not during the preamble (which a loaded machine
+        # stretched past 120 s once: a bound, not a timing)
+        end = time.monotonic() + 300
+        while "sleep" not in _node_commands(node2).values():
+            if _launch_failed(run) or time.monotonic() > end:
+                break
+            time.sleep(0.2)
+        else:
+            return run
+        seen.append(_why_no_step(run, node2))
+        print(f"job {run.job_id}: {seen[-1]}")
+        experiment.cancel([run], "the sleep step did not reach node2")
+    pytest.fail("\n\n".join(seen))
 
 
 def _dead(pid: int) -> bool:
@@ -302,7 +378,10 @@ def test_node_failure_on_virtual_nodes_names_the_node_and_up_returns_it(cluster,
     """Two virtual nodes, a job on both; node2's slurmd and its job processes are killed: does
     hpclab follow what Slurm does (requeue, with JobRequeue's default) with a message naming node2
     and what to do, does the next plain `hpclab cluster up` return node2 to service (the same two
-    nodes, not a new cluster), and does the requeued job then complete?"""
+    nodes, not a new cluster), and does the requeued job then complete? (Real: the killed node, the
+    requeue of its job, and `up` bringing the node back; the node is marked down with scontrol as
+    slurmctld does after SlurmdTimeout, instead of waiting 160 s for it. Naming the node from
+    sinfo or the accounting's events is the fake's test, in a second.)"""
     from hpclab.cluster import vnodes
 
     need("poisson")
@@ -318,19 +397,19 @@ def test_node_failure_on_virtual_nodes_names_the_node_and_up_returns_it(cluster,
     try:
         vnodes.up(nodes=2, cpus_per_node=1)
         spec = make_spec({**POISSON, "nodes": 2, "ntasks_per_node": 1})
-        (run,) = experiment.run(spec, wait=False, progress=False)
-        _wait_running(run)
         node2 = vnodes.cgroup_dir(vnodes.netns_name(2))
-        end = time.monotonic() + 120  # kill while the sleep step runs there, not during the preamble
-        while "sleep" not in _node_commands(node2).values():
-            assert time.monotonic() < end, f"the sleep step never ran on node2: {run.folder.status()}"
-            time.sleep(0.2)
+        run = _sleep_step_on_node2(spec, node2)
         t0 = time.monotonic()
         slurmd = int((config.layout().run / "slurmd-node2.pid").read_text().split()[0])
         os.kill(slurmd, signal.SIGKILL)  # by its pid file too, should it ever not be in its cgroup
         killed = _kill_node(node2)  # node2's slurmd and its job steps
         assert _dead(slurmd) and "sleep" in killed.values(), killed
-        end = time.monotonic() + 400  # slurmctld notices after SlurmdTimeout (120 s) and its next ping
+        # slurmctld would mark node2 DOWN itself after SlurmdTimeout (120 s) and its next ping, about
+        # 160 s of this test's 210 (measured); it is told now, as its own timeout would, with the
+        # reason it gives. What follows (the requeue, hpclab naming node2, `up`) is Slurm's and hpclab's own.
+        slurm.run_slurm(["scontrol", "update", "nodename=node2", "state=down", "reason=Not responding"],
+                        what="mark the killed node2 down")
+        end = time.monotonic() + 400
         while time.monotonic() < end and run.state not in slurm.TERMINAL and not run.folder.status().get("requeued"):
             experiment.refresh([run])
             time.sleep(2)
@@ -363,11 +442,15 @@ def test_a_job_slurm_forgot_is_submitted_again_and_its_output_kept(runs_root, tm
     lost attempt's output kept under another name, and does the run complete?
 
     Slurm's answer for the forgotten job is simulated once (the real case needs a kill -9 inside
-    the controller's 5 s save window); the second submission and the rest are real."""
+    the controller's 5 s save window); the second submission and the rest are real: the run's own
+    job script run again in its folder completes the run (the fake's test runs no job script)."""
     need("poisson")
     _slow_template(tmp_path, monkeypatch, 3)
     (run,) = experiment.run(make_spec(POISSON), wait=False, progress=False)
     _wait_running(run)
+    end = time.monotonic() + 60   # running in squeue comes a moment before the script opens its output
+    while not run.folder.stdout.exists() and time.monotonic() < end:
+        time.sleep(0.2)
     first = run.job_id
     real = slurm.job_states
     monkeypatch.setattr(slurm, "job_states", lambda ids: {
@@ -386,7 +469,9 @@ def test_a_job_slurm_forgot_is_submitted_again_and_its_output_kept(runs_root, tm
 def test_a_job_no_drained_node_can_start_is_named_not_waited_for(runs_root, monkeypatch):
     """Every node of the partition drained (as after a failed launch): does the wait stop within
     a minute, naming the node, its reason and how to resume it, instead of waiting until the
-    timeout (a CI run waited an hour on one), and does `up` then return the node?"""
+    timeout (a CI run waited an hour on one), and does `up` then return the node? (Real: a real
+    sinfo's words for a drained node, and `up` resuming it; the fake's test also shows one drained
+    node of two is waited for.)"""
     need("stream")
     monkeypatch.setattr(experiment._DrainWatch, "CHECK", 1.0)
     monkeypatch.setattr(experiment._DrainWatch, "GRACE", 3.0)
