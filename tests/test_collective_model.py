@@ -187,3 +187,61 @@ def test_predict_and_winners_tabulate_every_cell():
     assert len(best) == 2 * len(SIZES) and (best["lead"] >= 1).all()
     small = best[(best["bytes"] == 8)]
     assert set(small["algorithm"]) == {"recursive_doubling"}
+
+
+def _reached(steps, p):
+    """Who holds whose contribution after the steps (a message hands on all its sender holds)."""
+    holds = [{r} for r in range(p)]
+    for s in steps:
+        before = [set(h) for h in holds]
+        for src, dst, _ in s.messages:
+            holds[dst] |= before[src]
+    return holds
+
+
+@pytest.mark.parametrize("p", [3, 6, 24, 384])
+@pytest.mark.parametrize("alg", ["recursive_doubling", "rabenseifner", "ring"])
+def test_an_allreduce_on_any_rank_count_reaches_every_rank(alg, p):
+    """Beyond powers of two (MPICH folds the extra ranks first): does every rank end with every
+    rank's contribution?"""
+    everyone = set(range(p))
+    assert all(h == everyone for h in _reached(model.schedule("allreduce", alg, p, 1024), p))
+
+
+@pytest.mark.parametrize("p", [3, 6, 24, 384])
+def test_the_binomial_scatter_gives_each_rank_one_message_holding_its_block(p):
+    n = 384.0 * 64
+    steps = model.schedule("bcast", "scatter_ring_allgather", p, n)[: (p - 1).bit_length()]
+    got = [m for s in steps for m in s.messages]
+    assert sorted(dst for _, dst, _ in got) == list(range(1, p))
+    assert all(b >= n / p - 1e-9 for _, _, b in got)
+    assert sum(b for src, _, b in got if src == 0) == pytest.approx(n - n / p)
+
+
+@pytest.mark.parametrize("p", [5, 24, 384])
+def test_bruck_on_any_rank_count_sends_each_block_once_per_set_bit(p):
+    steps = model.schedule("alltoall", "bruck", p, 1.0)
+    assert len(steps) == (p - 1).bit_length()
+    per_rank = sum(s.messages[0][2] for s in steps)
+    assert per_rank == sum(bin(j).count("1") for j in range(p))
+
+
+def test_step_time_matches_the_rule_written_out_message_by_message():
+    """The step's time in arrays against the rule in words: each rank's sends and receives one
+    after another, each node's bytes on its link one after another, on a random step."""
+    rng = np.random.default_rng(7)
+    p, nodes = 48, 4
+    node_of = [r % nodes for r in range(p)]
+    msgs = tuple((int(a), int(b), float(c)) for a, b, c in
+                 zip(rng.integers(0, p, 200), rng.integers(0, p, 200), rng.integers(0, 1 << 16, 200)) if a != b)
+    net = model.Network(model.Hockney(5.0, 0.001), model.Hockney(0.5, 0.0002), gamma_us_per_byte=0.0)
+    send, recv, out, into = {}, {}, {}, {}
+    for src, dst, b in msgs:
+        t = net.path(node_of[src] == node_of[dst]).time(b)
+        send[src] = send.get(src, 0) + t
+        recv[dst] = recv.get(dst, 0) + t
+        if node_of[src] != node_of[dst]:
+            out[node_of[src]] = out.get(node_of[src], 0) + b
+            into[node_of[dst]] = into.get(node_of[dst], 0) + b
+    expected = max([*send.values(), *recv.values(), *(net.inter.time(b) for b in [*out.values(), *into.values()])])
+    assert model.step_time(model.Step(msgs), net, node_of) == pytest.approx(float(expected), rel=1e-12)

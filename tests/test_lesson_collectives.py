@@ -221,3 +221,29 @@ def test_the_runs_own_reports_say_what_was_forced(monkeypatch):
     assert table.loc[("intel-mpi-2021.19", "1"), "allreduce"] == "recursive doubling (forced)"
     assert table.loc[("openmpi-system", "2"), "alltoall"] == "modified_bruck (forced)"
     assert table.loc[("openmpi-system", lesson.DEFAULT), "bcast"] == "ignore (own choice)"
+
+
+def test_at_the_seed_scale_the_library_s_picks_are_priced_and_said_as_a_prediction():
+    """At 384 ranks on the seed's network: one pick per priced cell, no pick cheaper than the
+    model's best, the sentence labelled a prediction, and the switch points in order."""
+    libs = [lib for lib in lesson.libraries() if lib.family.lower().startswith("mpich")]
+    if not libs:
+        pytest.skip("no MPICH installed here (make mpi-libraries)")
+    lib = libs[0]
+    net = lesson.seed_network(model.Hockney(0.5, 1 / 5000))
+    table = lesson.at_scale(lib, net, sizes=(8, 16384))
+    assert set(table["op"]) == set(lesson.OPS)
+    assert (table.groupby(["op", "bytes"])["picked"].sum() <= 1).all()
+    summary = lesson.scale_summary(table)
+    priced = summary.dropna(subset=["pick / best"])
+    assert len(priced) and (priced["pick / best"] >= 1 - 1e-12).all()
+    assert lesson.scale_takeaway(summary, lib.name).startswith("Predicted, not measured: at 384 ranks")
+    for op in lesson.OPS:
+        for below, above, last, first in lesson.switch_points(lib, op):
+            assert below != above and last < first
+
+
+def test_the_seed_network_is_the_talk_s_infiniband_ping_pong():
+    net = lesson.seed_network()
+    assert net.inter.alpha_us == pytest.approx(1.64)
+    assert 3000 < 1 / net.inter.beta_us_per_byte < 4500      # MB/s: 40 Gb/s InfiniBand

@@ -157,12 +157,41 @@ class Step:
     reduce_bytes: float = 0.0
 
 
-def _recursive_doubling(p, n, reduce=True, first_distance=1):
-    steps, d = [], first_distance
-    while 1 <= d < p:
-        steps.append(Step(tuple((r, r ^ d, n) for r in range(p)), n if reduce else 0.0))
+def _powers_below(p: int) -> list[int]:
+    """1, 2, 4, ... below p: the distances of a doubling algorithm's steps."""
+    return [1 << k for k in range((p - 1).bit_length())]
+
+
+def _fold(ranks: Sequence[int], n: float) -> tuple[list[Step], list[int], list[Step]]:
+    """MPICH's way to run a power-of-two algorithm on m ranks that are not a power of two: the
+    first 2r ranks (r = m - 2^k) pair up, each even one hands its data to the odd one next to it
+    (which reduces it), the 2^k that remain run the algorithm, and the odd ones hand the result
+    back. Returns (the step before, the ranks that remain, the step after)."""
+    m = len(ranks)
+    rest = m - (1 << (m.bit_length() - 1))
+    if rest == 0:
+        return [], list(ranks), []
+    before = [Step(tuple((ranks[2 * i], ranks[2 * i + 1], n) for i in range(rest)), n)]
+    after = [Step(tuple((ranks[2 * i + 1], ranks[2 * i], n) for i in range(rest)))]
+    return before, [ranks[2 * i + 1] for i in range(rest)] + list(ranks[2 * rest:]), after
+
+
+def _recursive_doubling_over(ranks: Sequence[int], n: float) -> list[Step]:
+    """Allreduce by recursive doubling over the ranks listed (any count: see _fold)."""
+    before, core, after = _fold(ranks, n)
+    m, steps, d = len(core), [], 1
+    while d < m:
+        steps.append(Step(tuple((core[i], core[i ^ d], n) for i in range(m)), n))
         d <<= 1
-    return steps
+    return before + steps + after
+
+
+def _rabenseifner_over(ranks: Sequence[int], n: float) -> list[Step]:
+    """Rabenseifner's allreduce over the ranks listed (any count: see _fold)."""
+    before, core, after = _fold(ranks, n)
+    inner = _rabenseifner(len(core), n)
+    return before + [Step(tuple((core[a], core[b], x) for a, b, x in s.messages), s.reduce_bytes)
+                     for s in inner] + after
 
 
 def _binomial_bcast(p, n, root=0, ranks=None):
@@ -212,10 +241,15 @@ def _ring(p, block, count, reduce):
 
 
 def _scatter_binomial(p, n):
-    """Binomial scatter from rank 0: at distance p/2 the root sends half the data, and so on."""
-    steps, mask = [], p >> 1
+    """Binomial scatter from rank 0 of n bytes in p blocks (MPICH's, any p): down the binomial
+    tree, each rank hands on the blocks of the ranks below it in the tree."""
+    block, steps, mask = n / p, [], 1
+    while mask < p:
+        mask <<= 1
+    mask >>= 1
     while mask:
-        steps.append(Step(tuple((r, r + mask, n * mask / p) for r in range(0, p, 2 * mask))))
+        steps.append(Step(tuple((r, r + mask, block * (min(r + 2 * mask, p) - r - mask))
+                                for r in range(0, p, 2 * mask) if r + mask < p)))
         mask >>= 1
     return steps
 
@@ -272,22 +306,19 @@ def _merge(*phases: list[Step]) -> list[Step]:
     return out
 
 
-def _hierarchical(op, p, n, node_of):
-    """Node-aware (MPICH's smp, Open MPI's han): inside each node to its leader, between the
-    leaders, then inside each node from its leader."""
+def _hierarchical(op, p, n, node_of, across="recursive_doubling"):
+    """Node-aware (MPICH's smp and ch4 compositions, Open MPI's han): inside each node to its
+    leader, between the leaders (Allreduce: `across`, recursive_doubling or rabenseifner), then
+    inside each node from its leader."""
     if node_of is None:
         node_of = list(range(p))
     leaders, members = _leaders(node_of)
     inside = [ranks for ranks in members.values() if len(ranks) > 1]
     if op == "allreduce":
         up = _merge(*[_binomial_reduce(len(r), n, r) for r in inside])
-        lg = len(leaders)
-        if lg & (lg - 1):
-            raise HpclabError(f"hierarchical allreduce over {lg} nodes: a power of two is modelled", "use 2, 4, ... nodes")
-        across = [Step(tuple((leaders[i], leaders[i ^ d], n) for i in range(lg)), n)
-                  for d in (1 << k for k in range(lg.bit_length() - 1))]
+        between = (_rabenseifner_over if across == "rabenseifner" else _recursive_doubling_over)(leaders, n)
         down = _merge(*[_binomial_bcast(len(r), n, ranks=r) for r in inside])
-        return up + across + down
+        return up + between + down
     # bcast from rank 0: first between the leaders (the root's node first), then in each node
     root_node = node_of[0]
     order = [leaders[i] for i in range(len(leaders)) if node_of[leaders[i]] == root_node] + \
@@ -297,17 +328,24 @@ def _hierarchical(op, p, n, node_of):
 
 def schedule(op: str, algorithm: str, p: int, nbytes: float, segments: int = 1,
              node_of: Sequence[int] | None = None) -> list[Step]:
-    """The messages of `algorithm` for `op` on p ranks (a power of two) with nbytes per rank, step
-    by step (Bcast's root is rank 0; Alltoall's nbytes the block for each rank). segments: the
-    chain's pipeline depth; node_of: each rank's node, which only the hierarchical algorithms read."""
-    _lg(p)
+    """The messages of `algorithm` for `op` on p ranks with nbytes per rank, step by step (Bcast's
+    root is rank 0; Alltoall's nbytes the block for each rank). Any p: recursive doubling and
+    Rabenseifner fold the ranks beyond a power of two first, as MPICH does (_fold); only the
+    recursive-doubling allgather of scatter_allgather needs a power of two. segments: the chain's
+    pipeline depth; node_of: each rank's node, which only the hierarchical algorithms read
+    ('hierarchical_rabenseifner': Rabenseifner's between the node leaders, MPICH's choice for
+    larger messages)."""
+    if p < 2:
+        raise HpclabError(f"a collective of {p} rank(s) sends nothing", "use 2 ranks or more")
+    if (op, algorithm) == ("bcast", "scatter_allgather"):
+        _lg(p)
     n = float(nbytes)
-    if algorithm == "hierarchical" and op in ("allreduce", "bcast"):
-        return _hierarchical(op, p, n, node_of)
+    if algorithm in ("hierarchical", "hierarchical_rabenseifner") and op in ("allreduce", "bcast"):
+        return _hierarchical(op, p, n, node_of, across=algorithm.partition("_")[2] or "recursive_doubling")
     builders = {
-        ("allreduce", "recursive_doubling"): lambda: _recursive_doubling(p, n),
+        ("allreduce", "recursive_doubling"): lambda: _recursive_doubling_over(range(p), n),
         ("allreduce", "ring"): lambda: _ring(p, n / p, p - 1, True) + _ring(p, n / p, p - 1, False),
-        ("allreduce", "rabenseifner"): lambda: _rabenseifner(p, n),
+        ("allreduce", "rabenseifner"): lambda: _rabenseifner_over(range(p), n),
         ("allreduce", "reduce_bcast"): lambda: _binomial_reduce(p, n) + _binomial_bcast(p, n),
         ("bcast", "binomial"): lambda: _binomial_bcast(p, n),
         ("bcast", "binomial_near_first"): lambda: _binomial_near_first(p, n),
@@ -317,8 +355,8 @@ def schedule(op: str, algorithm: str, p: int, nbytes: float, segments: int = 1,
         ("bcast", "scatter_ring_allgather"): lambda: _scatter_binomial(p, n) + _ring(p, n / p, p - 1, False),
         ("alltoall", "pairwise"): lambda: [Step(tuple((r, (r + s) % p, n) for r in range(p))) for s in range(1, p)],
         ("alltoall", "linear_alltoall"): lambda: [Step(tuple((r, d, n) for r in range(p) for d in range(p) if d != r))],
-        ("alltoall", "bruck"): lambda: [Step(tuple((r, (r + d) % p, n * p / 2) for r in range(p)))
-                                        for d in (1 << k for k in range(p.bit_length() - 1))],
+        ("alltoall", "bruck"): lambda: [Step(tuple((r, (r + d) % p, n * sum(1 for j in range(p) if j & d))
+                                              for r in range(p))) for d in _powers_below(p)],
     }
     if (op, algorithm) not in builders:
         raise HpclabError(f"no schedule for {op} {algorithm!r}", f"known: {', '.join(ALGORITHMS.get(op, ()))}")
@@ -328,29 +366,32 @@ def schedule(op: str, algorithm: str, p: int, nbytes: float, segments: int = 1,
 def step_time(step: Step, network: Network, node_of: Sequence[int]) -> float:
     """How long one step lasts (us): the longest of each rank's sends one after another, each
     rank's receives one after another, and, with a shared link, each node's bytes out of (and into)
-    the node one after another on its link (one alpha, as a stream); then the reduction."""
-    send: dict[int, float] = {}
-    recv: dict[int, float] = {}
-    out_bytes: dict[int, float] = {}
-    in_bytes: dict[int, float] = {}
-    for src, dst, b in step.messages:
-        same = node_of[src] == node_of[dst]
-        t = float(network.path(same).time(b))
-        send[src] = send.get(src, 0.0) + t
-        recv[dst] = recv.get(dst, 0.0) + t
-        if not same:
-            out_bytes[node_of[src]] = out_bytes.get(node_of[src], 0.0) + b
-            in_bytes[node_of[dst]] = in_bytes.get(node_of[dst], 0.0) + b
-    longest = max([*send.values(), *recv.values(), 0.0])
-    if network.shared_link:
-        link = [float(network.inter.time(b)) for b in (*out_bytes.values(), *in_bytes.values())]
-        longest = max([longest, *link])
-    return longest + step.reduce_bytes * network.gamma_us_per_byte
+    the node one after another on its link (one alpha, as a stream); then the reduction.
+    (In arrays: 384 ranks' steps are priced in a second, not in half a minute.)"""
+    reduce = step.reduce_bytes * network.gamma_us_per_byte
+    if not step.messages:
+        return reduce
+    msgs = np.asarray(step.messages, dtype=float)
+    src, dst, size = msgs[:, 0].astype(int), msgs[:, 1].astype(int), msgs[:, 2]
+    nodes = np.asarray(node_of)
+    src_node, dst_node = nodes[src], nodes[dst]
+    same = src_node == dst_node
+    inside, between = network.path(True), network.inter
+    t = np.where(same, inside.alpha_us + size * inside.beta_us_per_byte,
+                 between.alpha_us + size * between.beta_us_per_byte)
+    longest = max(float(np.bincount(src, weights=t).max()), float(np.bincount(dst, weights=t).max()), 0.0)
+    cross = ~same
+    if network.shared_link and cross.any():
+        for ends in (src_node[cross], dst_node[cross]):   # only the nodes some message leaves or enters
+            per_node = np.bincount(ends, weights=size[cross])[np.unique(ends)]
+            longest = max(longest, float(between.time(per_node.max())))
+    return longest + reduce
 
 
 def schedule_time(steps: Iterable[Step], network: Network, node_of: Sequence[int]) -> float:
     """The time (us) of a schedule: its steps one after another (step_time)."""
-    return float(sum(step_time(s, network, node_of) for s in steps))
+    nodes = np.asarray(node_of)
+    return float(sum(step_time(s, network, nodes) for s in steps))
 
 
 def placement(p: int, nodes: int, order: str) -> list[int]:

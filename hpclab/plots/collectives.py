@@ -78,3 +78,30 @@ def placement_ratios(decisions: pd.DataFrame, model_ratio: dict, nbytes: int, na
     fig.suptitle("Numbering the ranks cyclically over the two nodes: measured ratio (points) and the model's (bar)")
     footnote(fig, provenance if provenance is not None else provenance_of(decisions))
     return fig
+
+
+def at_scale(table: pd.DataFrame, library: str, ranks: str, source: str, names: dict | None = None) -> Figure:
+    """One panel per operation: the model's predicted time of each algorithm it prices against the
+    message size, at a scale no run here reaches, with the algorithm the library's own tables pick
+    at each size ringed. table: the collectives lesson's at_scale (op, bytes, algorithm,
+    t_pred_usec, picked); ranks: the scale in words ("384 ranks, 16 nodes x 24"); source: where
+    the network's numbers come from (a prediction's provenance is its inputs). Returns a Figure."""
+    _need(table, ["op", "bytes", "algorithm", "t_pred_usec", "picked"], "at_scale")
+    names = names or {}
+    ops = [op for op in model.ALGORITHMS if op in set(table["op"])]
+    fig = new_figure(width=11, height=4.2)
+    axes = [_styled(a) for a in np.atleast_1d(fig.subplots(1, len(ops)))]
+    for ax, op in zip(axes, ops):
+        mine = table[table["op"] == op]
+        for k, (alg, g) in enumerate(mine.groupby("algorithm", sort=False)):
+            g = g.sort_values("bytes")
+            ax.plot(g["bytes"], g["t_pred_usec"], "-", lw=1.2, color=rank_color(k), label=names.get(alg, alg))
+            chosen = g[g["picked"]]
+            ax.plot(chosen["bytes"], chosen["t_pred_usec"], "o", ms=9, mfc="none", mec=COLORS["fit"], mew=1.4)
+        ax.plot([], [], "o", ms=9, mfc="none", mec=COLORS["fit"], mew=1.4, label=f"{library} picks")
+        ax.set(xscale="log", yscale="log", xlabel="message size [bytes per rank]", ylabel="predicted time [us]",
+               title=f"MPI_{op.capitalize()}")
+        ax.legend(fontsize=6.5, frameon=False)
+    fig.suptitle(f"Predicted at {ranks}: each algorithm by the model, ringed where {library}'s own tables pick it")
+    footnote(fig, {"host": f"prediction, no run: {source}"})
+    return fig

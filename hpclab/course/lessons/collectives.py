@@ -26,10 +26,11 @@ import pandas as pd
 
 from hpclab.analysis import collectives as model
 from hpclab.analysis import fits, phrases, stats, transports
+from hpclab.core import seedfacts
 from hpclab.core.errors import HpclabError
 from hpclab.course.lessons import Lesson, register
 from hpclab.kernels import collectives as kernel
-from hpclab.site import mpi_libraries
+from hpclab.site import coll_selection, mpi_libraries
 from hpclab.spec import model as spec
 
 EXPERIMENT = "02b-collectives"
@@ -374,7 +375,8 @@ def versus_table(table: pd.DataFrame) -> pd.DataFrame:
 
 SHORT = {"recursive_doubling": "rec. doubling", "rabenseifner": "Rabenseifner", "ring": "ring",
          "binomial": "binomial", "binomial_near_first": "binomial (near first)", "scatter_allgather": "scatter+rd", "scatter_ring_allgather": "scatter+ring",
-         "pairwise": "pairwise", "bruck": "Bruck", "linear_alltoall": "linear"}
+         "pairwise": "pairwise", "bruck": "Bruck", "linear_alltoall": "linear",
+         "hierarchical": "node-aware", "hierarchical_rabenseifner": "node-aware (Rabenseifner)"}
 
 
 def _short(name) -> str:
@@ -561,6 +563,159 @@ def cannot_show() -> str:
             f"its core, so a message inside a node waits for the other rank to be scheduled, and "
             f"with {RANKS} ranks the algorithms differ by at most {int(math.log2(RANKS))} steps. Where the "
             "default switches at hundreds of ranks needs a larger machine (or a simulation).")
+
+
+# --- at the seed's scale: 384 ranks, the library's own tables over the model (a prediction) -------
+
+SCALE_NODES = seedfacts.POISSON_2014["nodes"]                  # 16 nodes of 24 cores: the 2014
+SCALE_PER_NODE = seedfacts.POISSON_2014["cores_per_node"]      # talk's Poisson runs (seed 001)
+SCALE_SIZES = (8, 64, 1024, 16384, 262144, 1 << 20)
+# what the model prices at that scale, per operation: the flat algorithms and the node-aware ones
+SCALE_ALGORITHMS = {"allreduce": ("recursive_doubling", "ring", "rabenseifner", "hierarchical",
+                                  "hierarchical_rabenseifner"),
+                    "bcast": ("binomial", "scatter_ring_allgather", "hierarchical"),
+                    "alltoall": ("pairwise", "bruck", "linear_alltoall")}
+SEED_LINK = ("40G InfiniBand (Mellanox)", "pml/ucx")            # 40 Gb/s, the QDR rate of the 2014 cluster
+
+
+def seed_network(intra: model.Hockney | None = None) -> model.Network:
+    """The link between the nodes from the 2019 talk's IMB PingPong on 40G InfiniBand (the 2014
+    cluster's QDR rate): alpha its 0-byte time, beta the slope between its 2 MiB and 4 MiB rows;
+    inside a node `intra` (the learner's own shared-memory path, from fitted_paths), or the same
+    link where None. Quoted numbers: what it predicts is a prediction."""
+    rows = seedfacts.pingpong_2019()
+    rows = rows[(rows["network"] == SEED_LINK[0]) & (rows["component"] == SEED_LINK[1])].set_index("bytes")["t_usec"]
+    beta = (rows[4194304] - rows[2097152]) / 2097152
+    return model.Network(model.Hockney(float(rows[0]), float(beta)), intra)
+
+
+def _model_of(lib: mpi_libraries.MpiLibrary, op: str, choice: coll_selection.Choice) -> str | None:
+    """The model's name for what the library picked (None: the course has no model of it)."""
+    if choice.node_aware:
+        between = {"recursive_doubling": "hierarchical", "reduce_scatter_allgather": "hierarchical_rabenseifner",
+                   "binomial": "hierarchical"}
+        return between.get(choice.algorithm)
+    names = {a.name: a.model for a in lib.collectives.algorithms.get(op, ())} if lib.collectives else {}
+    return names.get(choice.algorithm)
+
+
+def _picked_words(choice: coll_selection.Choice) -> str:
+    if choice.node_aware:
+        return f"{choice.algorithm} (node-aware: {choice.ranks} leaders)"
+    return f"{choice.algorithm} (flat: {choice.ranks} ranks)"
+
+
+def at_scale(lib: mpi_libraries.MpiLibrary, network: model.Network, sizes=SCALE_SIZES,
+             nodes: int = SCALE_NODES, per_node: int = SCALE_PER_NODE) -> pd.DataFrame:
+    """The model's time for each algorithm it prices (SCALE_ALGORITHMS) per operation and size at
+    nodes x per_node ranks (block numbering), and which of them the library's own selection trees
+    pick (hpclab.site.coll_selection). One row per (op, bytes, algorithm): t_pred_usec, picked
+    (bool), `library picks` (the library's own words for its pick, on every row of the cell).
+    A prediction: no run at this scale. Raises HpclabError for a library whose tables cannot be read."""
+    trees = coll_selection.reader_for(lib)
+    if isinstance(trees, str):
+        raise HpclabError(trees, "the MPICH libraries' tables can be read: pick one of them")
+    p = nodes * per_node
+    node_of = model.placement(p, nodes, "block")
+    rows = []
+    for op in OPS:
+        for n in sizes:
+            choice = trees.choice(coll_selection.Call(op, p, nodes, int(n)))
+            picked = _model_of(lib, op, choice)
+            for alg in SCALE_ALGORITHMS[op]:
+                t = model.schedule_time(model.schedule(op, alg, p, n, node_of=node_of), network, node_of)
+                rows.append({"op": op, "bytes": int(n), "algorithm": alg, "t_pred_usec": t, "picked": alg == picked,
+                             "library picks": _picked_words(choice)})
+    return pd.DataFrame(rows)
+
+
+SCALE_WORDS = f"{SCALE_NODES * SCALE_PER_NODE} ranks, {SCALE_NODES} nodes x {SCALE_PER_NODE}"
+SEED_SOURCE = "the 2019 talk's 40G InfiniBand ping-pong between nodes (seed 000), this machine inside one"
+
+
+def scale_library() -> mpi_libraries.MpiLibrary | None:
+    """The first installed library whose selection tables can be read (an MPICH), or None."""
+    return next((lib for lib in libraries() if not isinstance(coll_selection.reader_for(lib), str)), None)
+
+
+def unreadable_text() -> str:
+    """Which installed libraries' decisions cannot be drawn, each with why (their own words)."""
+    said = [coll_selection.reader_for(lib) for lib in libraries()]
+    return "\n".join(s for s in said if isinstance(s, str))
+
+
+def switch_text(lib: mpi_libraries.MpiLibrary) -> str:
+    """Where the library's own tables change their pick at the seed's scale, one line per operation."""
+    lines = []
+    for op in OPS:
+        changes = switch_points(lib, op)
+        said = "; ".join(f"{below} up to {last:,} B, then {above} from {first:,} B"
+                         for below, above, last, first in changes) or "one pick at every size"
+        lines.append(f"MPI_{op.capitalize()} at {SCALE_WORDS}: {said}.")
+    return "\n".join(lines)
+
+
+def scale_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (op, bytes) of at_scale's table: the library's pick and its time, the model's best and
+    its time, and the pick's time over the best's (NaN where the pick is not priced)."""
+    rows = []
+    for (op, n), cell in table.groupby(["op", "bytes"], sort=False):
+        best = cell.loc[cell["t_pred_usec"].idxmin()]
+        pick = cell[cell["picked"]]
+        t_pick = float(pick["t_pred_usec"].iloc[0]) if len(pick) else math.nan
+        rows.append({"op": op, "bytes": int(n), "library picks": cell["library picks"].iloc[0],
+                     "model name": pick["algorithm"].iloc[0] if len(pick) else None, "t_pick_usec": t_pick,
+                     "best": best["algorithm"], "t_best_usec": float(best["t_pred_usec"]),
+                     "pick / best": t_pick / best["t_pred_usec"] if best["t_pred_usec"] > 0 else math.nan})
+    return pd.DataFrame(rows)
+
+
+def switch_points(lib: mpi_libraries.MpiLibrary, op: str, nodes: int = SCALE_NODES, per_node: int = SCALE_PER_NODE,
+                  hi: int = 4 << 20) -> list[tuple[str, str, int, int]]:
+    """Where the library's own trees change their pick for `op` between 8 bytes and `hi`: [(pick
+    below, pick above, the last size of the first, the first size of the second)]. The sizes
+    tried are the powers of two and every limit written in the trees (and one element past it)."""
+    trees = coll_selection.reader_for(lib)
+    if isinstance(trees, str):
+        raise HpclabError(trees, "the MPICH libraries' tables can be read: pick one of them")
+    p = nodes * per_node
+    limits = {int(x) for x in coll_selection.limits(trees, op)}
+    sizes = sorted({8 << k for k in range(int(math.log2(hi // 8)) + 1)} | {x for x in limits if 8 <= x <= hi}
+                   | {x + d for x in limits for d in (-8, 8) if 8 <= x + d <= hi} | {8 * coll_selection._pof2(nodes) + d for d in (-8, 0)})
+    out, prev, last = [], None, None
+    for n in sizes:
+        now = _picked_words(trees.choice(coll_selection.Call(op, p, nodes, n)))
+        if prev is not None and now != prev:
+            out.append((prev, now, last, n))
+        prev, last = now, n
+    return out
+
+
+def scale_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """scale_summary's table for reading: sizes in words, times in microseconds, the cost as a factor."""
+    table = summary
+    out = table.assign(size=table["bytes"].map(_bytes), pick_us=table["t_pick_usec"].round(1),
+                       best_us=table["t_best_usec"].round(1), best_name=table["best"].map(_short),
+                       cost=table["pick / best"].map(lambda r: "-" if math.isnan(r) else f"{r:.2f}x"))
+    return out[["op", "size", "library picks", "pick_us", "best_name", "best_us", "cost"]].rename(
+        columns={"pick_us": "its pick [us]", "best_name": "model's best", "best_us": "best [us]",
+                 "cost": "pick / best"}).set_index(["op", "size"])
+
+
+def scale_takeaway(table: pd.DataFrame, library: str, nodes: int = SCALE_NODES, per_node: int = SCALE_PER_NODE) -> str:
+    """One sentence from scale_summary's table: in how many cells the library's pick is within 10 %
+    of the model's best, and the costliest pick, labelled a prediction."""
+    priced = table.dropna(subset=["pick / best"])
+    close = priced[priced["pick / best"] <= 1.10]
+    text = (f"Predicted, not measured: at {nodes * per_node} ranks ({nodes} nodes x {per_node}), {library}'s own "
+            f"tables pick an algorithm the model prices within 10 % of its best in {len(close)} of {len(priced)} "
+            f"cells")
+    if len(close) < len(priced):
+        worst = priced.loc[priced["pick / best"].idxmax()]
+        text += (f"; the costliest pick is {worst['op']} at {_bytes(worst['bytes'])}: "
+                 f"{_short(worst['model name'])} takes {worst['pick / best']:.1f}x the time of {_short(worst['best'])}")
+    unpriced = len(table) - len(priced)
+    return text + (f" ({unpriced} cells pick an algorithm the model does not price)." if unpriced else ".")
 
 
 LESSON = register(Lesson("collectives", "Collectives: which algorithm a library runs, what forcing another "
