@@ -340,3 +340,22 @@ def test_a_job_step_loads_the_modules_under_the_account(runs_root, throwaway_acc
     assert mpicc.endswith("/mpicc") and loaded.startswith("gcc/") and ":openmpi/" in loaded
     got = _sacct(job_id)
     assert (got["account"], got["qos"]) == (throwaway_account, throwaway_account)
+
+
+def test_readable_folders_makes_each_level_0755_and_says_what_it_could_not_make(tmp_path):
+    """The one way the course makes a folder others must read (module files, a room's recording):
+    every level 0755; a folder that cannot be made is an HpclabError with what and what to do."""
+    import stat
+
+    from hpclab.core.errors import HpclabError
+    from hpclab.core.io import readable_folders
+
+    top = tmp_path / "top"
+    top.mkdir(mode=0o700)
+    deepest = readable_folders(top, "a", "b", what="the test folder", fix="do something else")
+    assert deepest == top / "a" / "b" and deepest.is_dir()
+    assert all(stat.S_IMODE(d.stat().st_mode) == 0o755 for d in (top, top / "a", deepest))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(HpclabError, match="cannot make the test folder") as exc:
+        readable_folders(tmp_path / "file", "below", what="the test folder", fix="do something else")
+    assert exc.value.hint == "do something else"

@@ -19,6 +19,7 @@ from pathlib import Path
 from hpclab.classroom.layout import ClassroomLayout
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
+from hpclab.core.io import readable_folders
 from hpclab.course import plan, runner
 from hpclab.runs import recorded
 
@@ -48,15 +49,9 @@ def record(folder: Path, notebooks: list[Path], by: str | None = None) -> tuple[
         raise HpclabError("no notebook to record: the plan puts none in room mode for this room",
                           "name them: hpclab classroom record --notebooks 02 03")
     folder = Path(folder)
-    runs_root = folder / "runs"
-    try:
-        runs_root.mkdir(parents=True, exist_ok=True)
-        for d in (folder, runs_root):
-            d.chmod(0o755)
-    except PermissionError as exc:
-        raise HpclabError(f"cannot make the recording's folder {folder}: {exc.strerror}",
-                          "record as root (sudo .venv/bin/hpclab classroom record), or name a folder of yours "
-                          "with --to") from None
+    runs_root = readable_folders(folder, "runs", what="the recording's folder",
+                                 fix="record as root (sudo .venv/bin/hpclab classroom record), or name a folder "
+                                     "of yours with --to")
     seen = _run_folders(runs_root)
     made: dict[str, dict] = {}
 

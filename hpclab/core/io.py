@@ -10,6 +10,8 @@ import os
 import secrets
 from pathlib import Path
 
+from hpclab.core.errors import HpclabError
+
 
 def write_atomic(path: str | Path, data: str | bytes, mode: int | None = None,
                  owner: tuple[int, int] | None = None) -> Path:
@@ -67,3 +69,20 @@ def ensure_secret(path: str | Path, make, mode: int = 0o600, owner: tuple[int, i
             os.chown(path, *owner)
         os.chmod(path, mode)
     return data
+
+
+def readable_folders(top: str | Path, *below: str, what: str, fix: str) -> Path:
+    """Make top/below[0]/below[1]/... (each level, top included, 0755: every user's jobs and
+    servers read what is in them) and return the deepest; a folder this user may not make or
+    change is an HpclabError saying `what` could not be made and `fix`."""
+    top = Path(top)
+    levels = [top]
+    for name in below:
+        levels.append(levels[-1] / name)
+    try:
+        levels[-1].mkdir(parents=True, exist_ok=True)
+        for d in levels:
+            d.chmod(0o755)
+    except OSError as exc:
+        raise HpclabError(f"cannot make {what} {levels[-1]}: {exc.strerror}", fix) from None
+    return levels[-1]

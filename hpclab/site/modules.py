@@ -27,7 +27,7 @@ from pathlib import Path
 
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
-from hpclab.core.io import write_atomic
+from hpclab.core.io import readable_folders, write_atomic
 from hpclab.site import mpi_libraries, ompi
 
 # Debian's lmod package: the init file that defines the `module` shell function for bash.
@@ -142,14 +142,8 @@ def write_modulefiles(folder: str | os.PathLike) -> dict[str, Path]:
     for name, facts, render in (("gcc", gcc_facts(), gcc_modulefile),
                                 ("openmpi", openmpi_facts(), openmpi_modulefile)):
         text = render(facts)
-        sub = folder / name
-        try:
-            sub.mkdir(parents=True, exist_ok=True)
-            for d in (folder, sub):
-                d.chmod(0o755)
-        except OSError as exc:
-            raise HpclabError(f"cannot create the module folder {sub}: {exc.strerror}",
-                              "run as root for a system folder, or pick a folder you can write") from None
+        sub = readable_folders(folder, name, what="the module folder",
+                               fix="run as root for a system folder, or pick a folder you can write")
         target = sub / f"{facts['version']}.lua"
         for old in sub.glob("*.lua"):
             if old != target and old.read_text(errors="replace").startswith(MARKER):
