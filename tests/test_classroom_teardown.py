@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from hpclab.classroom import accounting, accounts, grading_room, hub, record, room
+from tests.conftest import REMOVES_THE_CLASSROOM
 
 pytestmark = [pytest.mark.cluster, pytest.mark.classroom]
 
@@ -139,7 +140,6 @@ def test_remove_leaves_an_archive_that_holds_the_course_and_every_home(disposabl
     nonce = secrets.token_hex(4)
     texts = _leave_work(lay, nonce)
     gradebook = _gradebook(lay.nbgrader_course / "gradebook.db")
-    settings = record.load(lay.record).settings
     archive_dir = tmp_path / "archives"
 
     r = _hpclab("remove", "--yes-delete-student-data", "--archive-dir", str(archive_dir))
@@ -171,5 +171,12 @@ def test_remove_leaves_an_archive_that_holds_the_course_and_every_home(disposabl
         assert lay.python.exists()   # the venv (nobody's data) stays without --purge
     finally:
         shutil.rmtree(archive_dir, ignore_errors=True)   # the students' files: not left in /tmp
-        # the tests after this one (and the session's fixture) expect the room
-        room.up(students=settings["students"], instructors=settings["instructors"])
+        # no test comes after this one (tests/conftest.py runs it last), so the room stays removed;
+        # should the removal have stopped half-way, the session's fixture removes what is left
+
+
+def test_the_test_that_removes_the_classroom_runs_last(request):
+    """Nothing that needs the room may run after the test that removes it."""
+    names = [i.nodeid for i in request.session.items]
+    removing = [k for k, n in enumerate(names) if n.endswith(REMOVES_THE_CLASSROOM)]
+    assert removing in ([], [len(names) - 1])
