@@ -40,3 +40,15 @@ def test_notebook_is_committed_without_outputs(notebook):
     dirty = [i for i, c in enumerate(nb.cells)
              if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count"))]
     assert not dirty, f"{notebook.name}: cells {dirty} carry outputs; clear them before committing"
+
+
+@pytest.mark.parametrize("notebook", BOOKS, ids=[str(b.relative_to(course.paths.repo())) for b in BOOKS])
+def test_every_cell_has_an_id(notebook):
+    """nbformat 4.5 asks every cell for an id (without one, nbformat warns on every run and will
+    refuse the notebook in a later version): does each cell carry one, unique in its notebook?"""
+    import json
+
+    cells = json.loads(notebook.read_text())["cells"]
+    ids = [c.get("id") for c in cells]
+    assert None not in ids, f"{notebook.name}: cells {[k for k, i in enumerate(ids) if i is None]} have no id"
+    assert len(set(ids)) == len(ids), f"{notebook.name}: two cells share an id"

@@ -630,7 +630,7 @@ def at_scale(lib: mpi_libraries.MpiLibrary, network: model.Network, sizes=SCALE_
 
 
 SCALE_WORDS = f"{SCALE_NODES * SCALE_PER_NODE} ranks, {SCALE_NODES} nodes x {SCALE_PER_NODE}"
-SEED_SOURCE = "the 2019 talk's 40G InfiniBand ping-pong between nodes (seed 000), this machine inside one"
+SEED_SOURCE = "the 2019 talk's 40G InfiniBand ping-pong (seed 000), between and inside nodes"
 
 
 def scale_library() -> mpi_libraries.MpiLibrary | None:
