@@ -247,3 +247,19 @@ def test_the_seed_network_is_the_talk_s_infiniband_ping_pong():
     net = lesson.seed_network()
     assert net.inter.alpha_us == pytest.approx(1.64)
     assert 3000 < 1 / net.inter.beta_us_per_byte < 4500      # MB/s: 40 Gb/s InfiniBand
+
+
+def test_switch_points_are_found_exactly_where_the_tree_switches(monkeypatch):
+    """A tree written here (flat Bcast: binomial up to 12,288 B, then scatter + ring): is the
+    switch found between exactly those two sizes, with both picks named?"""
+    from hpclab.site import coll_selection
+
+    generic = {"collective=bcast": {"comm_type=intra": {
+        "avg_msg_size<=12288": {"algorithm=MPIR_Bcast_intra_binomial": {}},
+        "avg_msg_size=any": {"algorithm=MPIR_Bcast_intra_scatter_ring_allgather": {}}}}}
+    device = {"collective=bcast": {"comm_type=intra": {"composition=MPIDI_Bcast_intra_composition_gamma": {}}}}
+    trees = coll_selection.MpichTrees(device, generic, Path("libmpi.so"))
+    monkeypatch.setattr(coll_selection, "reader_for", lambda lib: trees)
+    lib = mpi_libraries.get(mpi_libraries.names()[0])
+    assert lesson.switch_points(lib, "bcast") == [
+        ("binomial (flat: 384 ranks)", "scatter_ring_allgather (flat: 384 ranks)", 12288, 12296)]

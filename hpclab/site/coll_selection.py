@@ -64,7 +64,8 @@ class Choice:
     node_aware: bool
 
 
-def _pof2(n: int) -> int:
+def pof2(n: int) -> int:
+    """The largest power of two not above n (MPICH's "pof2": its count<pow2 tests read it)."""
     return 1 << (n.bit_length() - 1)
 
 
@@ -78,7 +79,7 @@ def _holds(key: str, call: Call, ranks: int, parent: bool) -> bool:
     if name in numbers:
         have = numbers[name]
         if value == "pow2":
-            target = _pof2(ranks)
+            target = pof2(ranks)
             return have < target if op == "<" else (have & (have - 1)) == 0 and op == "="
         if value == "node_comm_size":
             return call.nodes == 1 and op == "="

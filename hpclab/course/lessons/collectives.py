@@ -680,8 +680,9 @@ def switch_points(lib: mpi_libraries.MpiLibrary, op: str, nodes: int = SCALE_NOD
         raise HpclabError(trees, "the MPICH libraries' tables can be read: pick one of them")
     p = nodes * per_node
     limits = {int(x) for x in coll_selection.limits(trees, op)}
-    sizes = sorted({8 << k for k in range(int(math.log2(hi // 8)) + 1)} | {x for x in limits if 8 <= x <= hi}
-                   | {x + d for x in limits for d in (-8, 8) if 8 <= x + d <= hi} | {8 * coll_selection._pof2(nodes) + d for d in (-8, 0)})
+    # count<pow2 (an Allreduce between the node leaders) switches at 8-byte elements x pof2(nodes)
+    switch_at = {x + d for x in limits for d in (-8, 0, 8)} | {8 * coll_selection.pof2(nodes) + d for d in (-8, 0)}
+    sizes = sorted({8 << k for k in range(int(math.log2(hi // 8)) + 1)} | {x for x in switch_at if 8 <= x <= hi})
     out, prev, last = [], None, None
     for n in sizes:
         now = _picked_words(trees.choice(coll_selection.Call(op, p, nodes, n)))
