@@ -355,8 +355,9 @@ def schedule(op: str, algorithm: str, p: int, nbytes: float, segments: int = 1,
         ("bcast", "scatter_ring_allgather"): lambda: _scatter_binomial(p, n) + _ring(p, n / p, p - 1, False),
         ("alltoall", "pairwise"): lambda: [Step(tuple((r, (r + s) % p, n) for r in range(p))) for s in range(1, p)],
         ("alltoall", "linear_alltoall"): lambda: [Step(tuple((r, d, n) for r in range(p) for d in range(p) if d != r))],
-        ("alltoall", "bruck"): lambda: [Step(tuple((r, (r + d) % p, n * sum(1 for j in range(p) if j & d))
-                                              for r in range(p))) for d in _powers_below(p)],
+        # step d: each rank hands on the blocks whose index has bit d set
+        ("alltoall", "bruck"): lambda: [Step(tuple((r, (r + d) % p, n * blocks) for r in range(p)))
+                                        for d, blocks in ((d, sum(1 for j in range(p) if j & d)) for d in _powers_below(p))],
     }
     if (op, algorithm) not in builders:
         raise HpclabError(f"no schedule for {op} {algorithm!r}", f"known: {', '.join(ALGORITHMS.get(op, ()))}")
