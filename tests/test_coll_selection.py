@@ -43,6 +43,8 @@ def test_the_walk_follows_the_first_key_that_holds(ranks, nbytes, commutative, e
 def test_a_key_the_course_does_not_know_is_a_clear_error():
     with pytest.raises(HpclabError, match="tests 'gpu_count=2'"):
         sel.walk({"gpu_count=2": {"algorithm=x": {}}}, sel.Call("bcast", 8, 2, 8))
+    with pytest.raises(HpclabError, match="cannot read: 'gpu aware'"):
+        sel.walk({"gpu aware": {"algorithm=x": {}}}, sel.Call("bcast", 8, 2, 8))
 
 
 def test_a_communicator_over_several_nodes_with_several_ranks_each_is_a_parent():

@@ -71,7 +71,11 @@ def pof2(n: int) -> int:
 
 def _holds(key: str, call: Call, ranks: int, parent: bool) -> bool:
     """Does one tree key (e.g. 'avg_msg_size<=12288', 'comm_size=pow2') hold for the call?"""
-    name, op, value = re.match(r"^([a-z_]+)(<=|<|=)(.*)$", key).groups()
+    parsed = re.match(r"^([a-z_]+)(<=|<|=)(.*)$", key)
+    if parsed is None:
+        raise HpclabError(f"the library's selection tree has a key hpclab cannot read: '{key}'",
+                          "the MPICH version is newer than the course: see hpclab/site/coll_selection.py")
+    name, op, value = parsed.groups()
     if value == "any":
         return True
     numbers = {"comm_size": ranks, "avg_msg_size": call.nbytes, "count": call.count,
