@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,33 @@ def slurmd_daemon(lay: Layout, node: Node) -> Daemon:
     return Daemon(f"slurmd ({node.name})", "slurmd", ["slurmd", "-f", str(lay.slurm_conf), "-N", node.name],
                   lay.run / f"slurmd-{node.name}.pid", lay.log / f"slurmd-{node.name}.log", env=slurm_env(lay),
                   prefix=prefix)
+
+
+def clear_stale_step_sockets(spool: Path) -> list[str]:
+    """Remove the PMIx sockets (and their folders) that killed job steps left in a slurmd spool;
+    return their names. Slurm's pmix plugin removes them when a step ends, but not when its
+    slurmstepd is killed with its node; job ids repeat after the controller's state is new, and a
+    later step with the same id then fails to launch on that node ("Cannot bind() UNIX socket
+    .../stepd.slurm.pmix.56.1: Address already in use"). A socket nobody listens on refuses a
+    connection: that is the test, so a live step's socket is left alone."""
+    removed = []
+    for sock in sorted(spool.glob("stepd.slurm.pmix.*")) if spool.is_dir() else []:
+        if _listening(sock):
+            continue
+        sock.unlink(missing_ok=True)
+        shutil.rmtree(spool / sock.name.removeprefix("stepd.slurm."), ignore_errors=True)
+        removed.append(sock.name)
+    return removed
+
+
+def _listening(sock: Path) -> bool:
+    with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as s:
+        s.settimeout(2)
+        try:
+            s.connect(str(sock))
+        except OSError:
+            return False
+        return True
 
 
 def daemons(lay: Layout, nodes: list[Node]) -> list[Daemon]:
@@ -374,7 +402,10 @@ def _up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
                and not _stopped_cleanly(lay))
     slurmctld_daemon(lay).start()
     for n in nodes:
-        slurmd_daemon(lay, n).start()
+        slurmd = slurmd_daemon(lay, n)
+        if not slurmd.running():
+            clear_stale_step_sockets(lay.slurmd_spool / f"slurmd-{n.name}")
+        slurmd.start()
     _wait(lambda: _nodes_ready(lay, [n.name for n in nodes]), "the nodes to become idle in sinfo", timeout,
           lay.logfile("slurmctld"))
     _kick_scheduler(lay)
