@@ -59,6 +59,8 @@ def test_rendered_config_keeps_apis_on_loopback_and_nobody_admin(tmp_path):
     assert "['list:users', 'read:users:activity', 'read:servers', 'delete:servers']" in text
     assert "'formgrader'" in text and "formgrader-access" in text
     assert "auth_token = Path(" in text  # the token is read from its 0600 file, not written here
+    # a server's stop ends within 10 + 5 s of signals, far inside the client's 60 s wait
+    assert "interrupt_timeout = 10" in text and "term_timeout = 5" in text
 
 
 def test_first_login_copies_what_is_missing_and_keeps_edits(tmp_path):

@@ -169,6 +169,12 @@ def render(lay: ClassroomLayout, settings, *, slurm_conf: str, instructors: list
         f"c.Spawner.cpu_limit = {float(settings.cpu_limit)!r}",
         f"c.Spawner.start_timeout = {120 if settings.spawner == 'slurm' else 60}",
         "c.Spawner.http_timeout = 60",
+        # a stop is bounded: SIGINT, then SIGTERM after 10 s, SIGKILL 5 s later (JupyterHub 6 waits
+        # 30 s and 30 s, and a server that let a SIGINT pass held its stop past a minute once, in a
+        # full test run). Nothing of the student's is lost: the browser saves, the server holds no
+        # unsaved work, and the post-stop hook removes whatever is left in the server's cgroup.
+        "c.LocalProcessSpawner.interrupt_timeout = 10",
+        "c.LocalProcessSpawner.term_timeout = 5",
         # kernels talk to their server over Unix sockets in the student's runtime folder, not TCP
         # ports: each kernel's five ports are picked free at its start, and with a room opening
         # kernels at once two picked the same one (measured: 6 'Address already in use' in one
