@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
 from hpclab.analysis import fits
 from hpclab.course import quiz
+from hpclab.course.lessons import collectives as collectives_lesson
 from hpclab.course.lessons import placement as placement_lesson
 from hpclab.course.lessons import scaling as scaling_lesson
 from hpclab.grading import __main__ as command, demo, labdata, pipeline, references
@@ -348,8 +350,42 @@ def traced_run(cluster, tmp_path_factory):
     return {"traced": done[0].path, "pingpong": done[1].path}
 
 
+@pytest.fixture(scope="module")
+def collective_runs(cluster, tmp_path_factory):
+    """{role: run folder}: lab-collectives' two real runs on the two virtual nodes (as its Measure
+    cell makes them), at 16 KiB so that the jobs stay short."""
+    from hpclab.jobs import experiment
+    from hpclab.site import multinode
+
+    import tempfile
+
+    from hpclab.core import paths
+
+    lesson = collectives_lesson
+    # under build/: every virtual node sees it, none sees the host's /tmp
+    (paths.build_dir() / "test-grading").mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="collectives-", dir=paths.build_dir() / "test-grading"))
+    with multinode.virtual_nodes(lesson.NODES, link=lesson.LINK, cpus_per_node=lesson.CPUS_PER_NODE):
+        runs = experiment.run(lesson.lab_specs(16 << 10), progress=False, timeout=600, root=root)
+    return {role: folder.path for role, folder in lesson.lab_roles(runs).items()}
+
+
 @pytest.mark.cluster
-@pytest.mark.parametrize("lab, runs", [("lab-scaling", "poisson_runs"), ("lab-imbalance", "traced_run")])
+def test_collectives_reference_reads_the_packed_rounds(collective_runs, tmp_path):
+    """Does lab-collectives' reference take the packed Allreduce's four settings, paired rounds of
+    one size, and price the three forced ones with the link fitted from the packed ping-pong?"""
+    labdata.pack(collective_runs, tmp_path)
+    ref = references.reference("lab-collectives", tmp_path)
+    assert ref["bytes"] == 16 << 10
+    assert set(ref["median_us"]) == {"default", *collectives_lesson.FORCED["allreduce"]}
+    assert set(ref["fastest"]) <= set(collectives_lesson.FORCED["allreduce"]) and ref["fastest"]
+    assert 0 < ref["alpha_us"] and 0 < ref["beta_us_per_byte"]
+    assert set(ref["model_pick"]) <= set(ref["predicted_us"]) and ref["model_agrees"]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("lab, runs", [("lab-scaling", "poisson_runs"), ("lab-imbalance", "traced_run"),
+                                       ("lab-collectives", "collective_runs")])
 def test_lab_full_solution_gets_full_marks(lab, runs, request, tmp_path):
     """Graded by nbgrader on real runs, does each lab's solution get every point, the unchanged
     release none, and the CSV say so?"""

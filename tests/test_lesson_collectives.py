@@ -12,6 +12,7 @@ import pytest
 
 from hpclab.analysis import collectives as model
 from hpclab.analysis.fits import hockney_fit
+from hpclab.core.errors import HpclabError
 from hpclab.course import lessons
 from hpclab.course.lessons import collectives as lesson
 from hpclab.kernels import collectives as kernel
@@ -263,3 +264,56 @@ def test_switch_points_are_found_exactly_where_the_tree_switches(monkeypatch):
     lib = mpi_libraries.get(mpi_libraries.names()[0])
     assert lesson.switch_points(lib, "bcast") == [
         ("binomial (flat: 384 ranks)", "scatter_ring_allgather (flat: 384 ranks)", 12288, 12296)]
+
+
+# --- the lab's expected answers ---------------------------------------------------------------------
+
+def _lab_times(medians: dict, spread: float = 0.01, rounds: int = 6, nbytes: int = lesson.LAB_BYTES):
+    """Paired rounds of the lab's Allreduce: each algorithm's time is its median times a round's
+    common factor (the machine's drift, shared by the round) and a small factor of its own."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for rnd in range(1, rounds + 1):
+        drift = 1 + 0.2 * rng.random()
+        for alg, t in medians.items():
+            rows.append({"algorithm": alg, "round": rnd, "bytes": nbytes, "op": "allreduce", "order": "block",
+                         "t_max_usec": t * drift * (1 + spread * rng.standard_normal())})
+    return pd.DataFrame(rows)
+
+
+def _inter(alpha=50.0, bw=125.0):
+    return pd.DataFrame({"bytes": SIZES.astype(int), "t_usec": alpha + SIZES / bw})
+
+
+def test_the_lab_s_answers_follow_from_its_runs_and_the_textbook():
+    """With ring decided quickest and the link exactly alpha + n / BW: the answers name ring alone,
+    alpha and beta are the link's, each prediction is the textbook formula, Rabenseifner and ring
+    predicted within 5 % are both the model's pick, and the bandwidth part is the larger."""
+    ans = lesson.lab_answers(_lab_times({"default": 3000, "recursive_doubling": 4200, "ring": 3000,
+                                         "rabenseifner": 3600}), _inter())
+    assert ans["fastest"] == ["ring"]
+    n, a, b = lesson.LAB_BYTES, 50.0 + 8 / 125, 1 / 125   # alpha: the 8-byte message's time
+    assert ans["alpha_us"] == pytest.approx(a) and ans["beta_us_per_byte"] == pytest.approx(b, rel=1e-6)
+    assert ans["predicted_us"]["ring"] == pytest.approx(6 * a + 1.5 * n * b, rel=1e-6)
+    assert ans["predicted_us"]["rabenseifner"] == pytest.approx(4 * a + 1.5 * n * b, rel=1e-6)
+    assert ans["predicted_us"]["recursive_doubling"] == pytest.approx(2 * a + 2 * n * b, rel=1e-6)
+    assert ans["model_pick"] == ["rabenseifner", "ring"]   # 1.5 n beta dwarfs 2 alpha: a tie at 5 %
+    assert ans["model_agrees"] == [False, True] and ans["dominant_term"] == ["beta"]
+
+
+def test_algorithms_the_rounds_cannot_tell_apart_are_all_accepted():
+    """Two algorithms 1 % apart under 10 % noise per run: both count as quickest, and each
+    comparison is said in a sentence; a small message makes the alpha part the larger."""
+    ans = lesson.lab_answers(_lab_times({"default": 100, "recursive_doubling": 100, "ring": 101,
+                                         "rabenseifner": 300}, spread=0.1, nbytes=8), _inter())
+    assert set(ans["fastest"]) == {"recursive_doubling", "ring"}
+    assert set(ans["fastest_sentences"]) == set(lesson.FORCED["allreduce"]) - {ans["fastest"][0]}
+    assert ans["model_pick"] == ["recursive_doubling"] and ans["dominant_term"] == ["alpha"]
+
+
+def test_the_lab_s_message_size_is_checked_before_anything_is_submitted():
+    with pytest.raises(HpclabError, match="8 B to 4 MiB"):
+        lesson.lab_specs(16 << 20)
+    coll, ping = lesson.lab_specs(4096)
+    assert coll.args.sizes == "4096" and coll.args.ops == "allreduce" and coll.label == "collectives"
+    assert ping.label == lesson.INTER and ping.nodes == 2

@@ -14,7 +14,12 @@ two ranks on one node, under each library) give the model its paths, through hpc
 Its words: what each library said it ran, which algorithm the statistics decide fastest per
 size and placement, the model's winner beside it and how often the two agree, all built from
 the runs (hpclab.analysis.collectives, hpclab.analysis.phrases). It tests no claim of the seed
-talks (none measured a collective's algorithm), so it has no fidelity row, and it has no lab yet.
+talks (none measured a collective's algorithm), so it has no fidelity row.
+
+Its lab (labs/lab-collectives): the student measures one Allreduce size under the default and
+the three forced algorithms, decides the fastest with the statistics, prices each with the
+textbook formulas from the link's own alpha and beta, and says whether the model picks the
+winner and which term decides; graded on the student's runs (lab_reference).
 """
 
 from __future__ import annotations
@@ -226,7 +231,7 @@ def measured(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
                 "order": rows["order"].to_numpy(), "bytes": rows["bytes"].to_numpy(),
                 "round": rows["round"].to_numpy(),
                 "t_max_usec": rows["t_max_usec"].to_numpy(), "run_id": r.run_id}))
-            for op in OPS:
+            for op in [o for o in OPS if o in set(rows["op"])]:   # the operations the run measured
                 got = mpi_libraries.collective_said(lib.name, op, kernel.variants(doc)[k]["said"].get(op, {}),
                                                     kernel.gate(doc), output)
                 said.append({"library": lib.name, "variant": v.name, "op": op, "forced": v.models.get(op, DEFAULT),
@@ -243,8 +248,8 @@ def said_table(said: pd.DataFrame) -> pd.DataFrame:
     the default's value that leaves the choice to the library (Open MPI's 'ignore', MPICH's 'auto')."""
     cells = said.assign(text=[f"{s} (forced)" if f else (f"{s} (own choice)" if v == DEFAULT and s != "(did not say)" else s)
                               for s, f, v in zip(said["said"], said["as forced"], said["variant"])])
-    return cells.pivot_table(index=["library", "variant"], columns="op", values="text", aggfunc="first",
-                             sort=False)[list(OPS)]
+    table = cells.pivot_table(index=["library", "variant"], columns="op", values="text", aggfunc="first", sort=False)
+    return table[[op for op in OPS if op in table.columns]]   # the operations the runs measured
 
 
 def unforced(said: pd.DataFrame) -> list[str]:
@@ -719,5 +724,110 @@ def scale_takeaway(table: pd.DataFrame, library: str, nodes: int = SCALE_NODES, 
     return text + (f" ({unpriced} cells pick an algorithm the model does not price)." if unpriced else ".")
 
 
+# --- the lab (labs/lab-collectives) ----------------------------------------------------------------
+
+# The student's application reduces one vector of LAB_BYTES on the lesson's four ranks (block
+# numbering): the system library's Allreduce, its default and the three forced algorithms round by
+# round in one job, and the ping-pong between the nodes for the textbook model. 256 KiB: the model
+# on this link puts the winner's change below it (crossovers()), so the bandwidth terms decide.
+LAB = "lab-collectives"
+LAB_OP = "allreduce"
+LAB_ORDER = "block"
+LAB_BYTES = 256 << 10
+LAB_ROLES = ("collectives", INTER)
+SMALL_BYTES = 8                         # alpha: the one-way time of this message between the nodes
+LAB_FIT_FROM = transports.bucket_free_size(LINK)   # beta: the link's fit starts here, as in 02b
+MODEL_TIE = 0.05                        # predicted times this close (5 %) are the model's tie
+# A round of the four settings at one size takes milliseconds, the job's start seconds: rounds are
+# nearly free, and four ranks sharing two cores vary by tens of percent from call to call.
+LAB_ROUNDS = 30
+TERM_TIE = 1.25                         # an alpha or beta part this many times the other dominates
+
+
+def lab_specs(nbytes: int = LAB_BYTES, rounds: int = LAB_ROUNDS, experiment: str = LAB) -> list:
+    """The lab's two jobs on the virtual nodes: the system library's Allreduce of `nbytes` per rank
+    (default and forced, `rounds` paired rounds, block order), and the ping-pong between the nodes."""
+    if nbytes < 8 or nbytes > 4 << 20:
+        raise HpclabError(f"the lab's message size must be 8 B to 4 MiB, not {nbytes}",
+                          "set MESSAGE_BYTES to a size in that range and measure again")
+    lib = mpi_libraries.get(mpi_libraries.SYSTEM)
+    args = {"ops": LAB_OP, "sizes": str(int(nbytes)), "reps": 3, "warmup": 1, "order": LAB_ORDER,
+            "variant": [_mpi_t_text(lib, v) for v in variants(lib)], "rounds": rounds}
+    coll = spec.make_spec(kernel="collectives", nodes=NODES, ntasks=RANKS, oversubscribe=True, experiment=experiment,
+                          time="00:05:00", label=LAB_ROLES[0], args=args, **_fields(_environment(lib, None)))
+    ping = spec.make_spec(kernel="pingpong", nodes=2, ntasks=2, ntasks_per_node=1, args={"max_bytes": 4 << 20},
+                          label=INTER, experiment=experiment)
+    return [coll, ping]
+
+
+def lab_roles(runs) -> dict:
+    """{role: run folder} of lab_specs' completed runs, for labdata.pack."""
+    return {r.spec.label: r.folder for r in runs}
+
+
+def link_model(inter: pd.DataFrame) -> tuple[float, float]:
+    """(alpha in us, beta in us per byte) of the link from the ping-pong between the nodes: alpha
+    the one-way time of SMALL_BYTES, beta 1/BW of the Hockney fit from LAB_FIT_FROM up."""
+    fit = fits.hockney_fit(inter["bytes"], inter["t_usec"], size_range=(LAB_FIT_FROM, inter["bytes"].max()))
+    return _small(inter, SMALL_BYTES, INTER), 1.0 / fit.bandwidth_mb_s
+
+
+def _terms(algorithm: str, nbytes: int, alpha: float, beta: float) -> dict[str, float]:
+    return {"alpha": model.textbook(LAB_OP, algorithm, RANKS, nbytes, alpha, 0.0),
+            "beta": model.textbook(LAB_OP, algorithm, RANKS, nbytes, 0.0, beta)}
+
+
+def lab_answers(times: pd.DataFrame, inter: pd.DataFrame) -> dict:
+    """The lab's expected answers from its runs. times: measured()'s timings of the collectives
+    run (one op, order and size; paired rounds); inter: the ping-pong table between the nodes.
+
+    median_us: each algorithm's median of t_max_usec (the default too); fastest: the forced
+    algorithms the statistics do not decide slower than the lowest median (paired by round),
+    with fastest_sentences, each comparison in words; alpha_us, beta_us_per_byte: link_model;
+    predicted_us: the textbook time of each forced algorithm on RANKS ranks (every message
+    priced as crossing the link); model_pick: the predicted fastest and every one within
+    MODEL_TIE of it; model_agrees: the answers [True/False] that follow from a pick in model_pick;
+    dominant_term: 'alpha' or 'beta', the larger part of a picked algorithm's predicted time
+    (both when neither is TERM_TIE times the other)."""
+    nbytes = int(times["bytes"].iloc[0])
+    median_us = {a: float(g["t_max_usec"].median()) for a, g in times.groupby("algorithm", sort=False)}
+    forced = {a: g.sort_values("round") for a, g in times[times["algorithm"] != DEFAULT].groupby("algorithm", sort=False)}
+    best = min(forced, key=lambda a: median_us[a])
+    fastest, sentences = [best], {}
+    for other, g in forced.items():
+        if other == best:
+            continue
+        common = sorted(set(g["round"]) & set(forced[best]["round"]))
+        c = phrases.compare(g[g["round"].isin(common)]["t_max_usec"].to_numpy(),
+                            forced[best][forced[best]["round"].isin(common)]["t_max_usec"].to_numpy(),
+                            a_name=_short(other), b_name=_short(best), unit="us", paired=True)
+        sentences[other] = c.sentence()
+        if not (c.outcome == "different" and c.winner == _short(best)):
+            fastest.append(other)
+    alpha, beta = link_model(inter)
+    predicted = {a: model.textbook(LAB_OP, a, RANKS, nbytes, alpha, beta) for a in forced}
+    low = min(predicted.values())
+    picks = sorted((a for a, t in predicted.items() if t <= low * (1 + MODEL_TIE)), key=predicted.get)
+    dominant = set()
+    for a in picks:
+        t = _terms(a, nbytes, alpha, beta)
+        if t["alpha"] > TERM_TIE * t["beta"]:
+            dominant.add("alpha")
+        elif t["beta"] > TERM_TIE * t["alpha"]:
+            dominant.add("beta")
+        else:
+            dominant.update(("alpha", "beta"))
+    return {"bytes": nbytes, "median_us": median_us, "fastest": fastest, "fastest_sentences": sentences,
+            "alpha_us": alpha, "beta_us_per_byte": beta, "predicted_us": predicted, "model_pick": picks,
+            "model_agrees": sorted({p in fastest for p in picks}), "dominant_term": sorted(dominant)}
+
+
+def lab_reference(packed) -> dict:
+    """lab_answers from the runs a student packed (hpclab.grading.labdata.Packed, roles LAB_ROLES)."""
+    times, _ = measured(packed.runs([LAB_ROLES[0]]))
+    return lab_answers(times[(times["op"] == LAB_OP) & (times["order"] == LAB_ORDER)], packed.table(INTER))
+
+
 LESSON = register(Lesson("collectives", "Collectives: which algorithm a library runs, what forcing another "
-                         "costs on a link, and a model that predicts the winner", ("02b-collectives.ipynb",)))
+                         "costs on a link, and a model that predicts the winner", ("02b-collectives.ipynb",),
+                         lab=LAB, reference=lab_reference))
