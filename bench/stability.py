@@ -63,6 +63,8 @@ def run_once(notebooks: list[str], loaded: bool) -> dict:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "exit_code": done.returncode,
         "notebook_seconds": round(sum(n["seconds"] for n in report["notebooks"]), 1),
+        # the lessons' notebooks and the labs apart: a lab measures once, then reads what it packed
+        "seconds": {n["path"]: round(n["seconds"], 1) for n in report["notebooks"]},
         "failures": sum(1 for n in report["notebooks"] if not n["ok"]),
         "jobs": sum(n.get("jobs", 0) for n in report["notebooks"]),
         "verdicts": {r["id"]: r["reproduced"] for r in rows},
@@ -96,6 +98,10 @@ def write(result: dict) -> Path:
              "same in quiet runs": "yes" if ok else "NO"} for c, ok in result["stable"].items()]
     rows.append({"claim": "notebook seconds", **{h: r["notebook_seconds"] for h, r in zip(heads, runs)},
                  "same in quiet runs": f"max {result['unloaded_max_seconds']} (budget {BUDGET_SECONDS})"})
+    for part in ("notebooks/", "labs/"):
+        rows.append({"claim": f"  of which {part}", **{h: round(sum(t for p, t in r.get("seconds", {}).items()
+                                                               if p.startswith(part)), 1) for h, r in zip(heads, runs)},
+                     "same in quiet runs": ""})
     rows.append({"claim": "failures / jobs", **{h: f"{r['failures']} / {r['jobs']}" for h, r in zip(heads, runs)},
                  "same in quiet runs": ""})
     notes = [f"{h}: started {r['started']}" for h, r in zip(heads, runs)]

@@ -34,3 +34,14 @@ def test_an_earlier_report_is_kept(tmp_path, monkeypatch):
     assert len(kept) == 1 and json.loads((tmp_path / kept[0]).read_text())["runs"][0]["verdicts"] == {"a": "yes"}
     assert json.loads((tmp_path / "verdict-stability.json").read_text())["runs"][0]["verdicts"] == {"a": "no"}
     assert "| a |" in (tmp_path / "verdict-stability.md").read_text()
+
+
+def test_the_table_splits_the_seconds_into_notebooks_and_labs(tmp_path, monkeypatch):
+    """Does the table give the lessons' notebooks and the labs their own lines of seconds?"""
+    monkeypatch.setattr(stability, "BENCH_DIR", tmp_path)
+    monkeypatch.setattr("bench.common.BENCH_DIR", tmp_path)
+    run = dict(_run(False, 30.0, a="yes"), seconds={"notebooks/02-transports.ipynb": 20.0,
+                                                   "labs/lab-transports/lab-transports.ipynb": 10.0})
+    stability.write(stability.summarise([run]))
+    text = (tmp_path / "verdict-stability.md").read_text()
+    assert "of which notebooks/ | 20 |" in text and "of which labs/ | 10 |" in text
