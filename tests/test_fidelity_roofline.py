@@ -196,3 +196,36 @@ def test_a_decided_drop_with_the_roof_undecided_is_partly():
     judged = roofline.against_roof(rates, ROOF_RUNS, _caches())
     assert judged["drop"].outcome == "different" and judged["at_roof"].outcome == "undecided"
     assert judged["verdict"] == "partly" and "cannot decide whether it reaches" in judged["why"]
+
+
+def test_a_stricter_level_leaves_undecided_what_95_percent_decides():
+    """The same 4 + 4 runs: decided at 95 %, undecided at the level of one look among the adaptive
+    roof experiment's (stats.looks), which needs a fifth round."""
+    from hpclab.analysis import stats
+
+    rates = _rates({1024: IN_CACHE, 3072: [520, 600, 480, 650]})
+    _, look = stats.looks(paired=False, min_rounds=lesson.ROOF_MIN_ROUNDS, max_rounds=lesson.ROOF_MAX_ROUNDS)
+    assert roofline.against_roof(rates, ROOF_RUNS, _caches())["drop"].outcome == "different"
+    assert roofline.against_roof(rates, ROOF_RUNS, _caches(), level=look)["drop"].outcome == "undecided"
+
+
+class _Run:
+    def __init__(self, kernel, result=None):
+        self.spec, self._result, self.path = type("S", (), {"kernel": kernel})(), result, Path("/nonexistent")
+
+    def result(self):
+        return self._result
+
+
+@pytest.mark.parametrize("memory, stop", [([400, 401, 399, 402, 400], True), ([450, 600, 380, 650, 520], False)])
+def test_the_roof_experiment_stops_once_both_comparisons_are_decided(monkeypatch, memory, stop):
+    """Does the stop rule end the rounds when the grid in cache and the roof are both decided
+    against the memory grid, and ask for another round when the memory grid's noise leaves them
+    undecided? With no grid from memory (the quick set) there is nothing to decide: it stops."""
+    rates, caches = _rates({1024: IN_CACHE + [712], 3072: memory}), _caches()
+    monkeypatch.setattr(roofline, "poisson_rates", lambda runs: rates)
+    monkeypatch.setattr(roofline, "cache_sizes", lambda path: caches)
+    groups = [[_Run("stream", r) for r in ROOF_RUNS + ROOF_RUNS[:1]], [_Run("poisson")]]
+    assert lesson.roof_decided(groups) is stop
+    monkeypatch.setattr(roofline, "poisson_rates", lambda runs: _rates({1024: IN_CACHE}))
+    assert lesson.roof_decided(groups) is True

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpclab.analysis import effective_cache, phrases
+from hpclab.analysis import effective_cache, phrases, stats
 from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.kernels import contract, poisson as poisson_report, stream
@@ -356,7 +356,7 @@ def write_allocate_evidence(stream_results: list[dict]) -> dict:
 
 
 def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.DataFrame,
-                 variant: str = "separate") -> dict:
+                 variant: str = "separate", level: float = stats.LEVEL) -> dict:
     """The solver's memory-resident rate against bandwidth / bytes per update, decided by the
     course's statistics.
 
@@ -377,7 +377,8 @@ def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.Dat
       something besides the bandwidth holds it lower) or the runs cannot decide where it sits
       against the roof (the memory part of the claim is shown, the cap is not);
     - "not shown" when the runs cannot decide whether leaving the caches slows it, or no grid
-      fits a cache."""
+      fits a cache.
+    level: the confidence of both comparisons (an adaptive experiment looks at a stricter one)."""
     fused = variant == "fused"
     t = roof_table(rates, stream_results, caches).reset_index()
     t = t[t["variant"] == variant]
@@ -392,7 +393,7 @@ def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.Dat
     limit = f"bandwidth / {bytes_per_update(fused)} B"
     solver_name = f"the solver (n={n})"
     at_roof = phrases.compare(solver, roofs, a_name=solver_name, b_name=f"the STREAM runs' {limit}",
-                              quantity="updates per second", unit="M/s", lower_is_better=False)
+                              quantity="updates per second", unit="M/s", lower_is_better=False, level=level)
     cached = t[t["residency"].isin(["L1", "L2", "L3"])]
     drop = None
     if not cached.empty:
@@ -401,7 +402,7 @@ def against_roof(rates: pd.DataFrame, stream_results: list[dict], caches: pd.Dat
         drop = phrases.compare(in_cache, solver,
                                a_name=f"the grid n={nc} (in {cached.set_index('n').loc[nc, 'residency']})",
                                b_name=f"the grid n={n} (from memory)", quantity="updates per second", unit="M/s",
-                               lower_is_better=False)
+                               lower_is_better=False, level=level)
     share = phrases.Spread.of(solver).median / max(roofs)
     if at_roof.outcome == "different" and at_roof.winner == solver_name:
         verdict, why = "no", (f"the statistics decide the memory-resident runs above {limit}: it is not their cap, "

@@ -92,6 +92,31 @@ def configs_for(cores: int, exchange: str = "sendrecv", ranks: list[int] | None 
 NO_PREFETCH = "no prefetch"
 
 
+# The roof experiment's rounds are adaptive (experiment.run(..., until=roof_decided)): at least
+# ROOF_MIN_ROUNDS, at most ROOF_MAX_ROUNDS. With a fixed 4 + 4 runs the machine's noise (+-21 % on
+# the memory grid, 2026-12-07) left "in cache / from memory" undecided in one quiet course run of
+# three, and the roofline row changed its verdict between them.
+ROOF_MIN_ROUNDS, ROOF_MAX_ROUNDS = 4, 10
+
+
+def roof_decided(groups) -> bool:
+    """The roof experiment's stop rule: True when the runs so far decide both comparisons of the
+    roofline row (the memory grid against its roof, the grid in cache against it) at the stricter
+    level of a look among several (hpclab.analysis.stats.looks), or when the runs hold no grid from
+    memory (nothing to decide). groups: one list of completed runs per spec (experiment.run_until)."""
+    from hpclab.analysis import roofline, stats
+
+    runs = [r for g in groups for r in g]
+    _, level = stats.looks(paired=False, min_rounds=ROOF_MIN_ROUNDS, max_rounds=ROOF_MAX_ROUNDS)
+    try:
+        judged = roofline.against_roof(roofline.poisson_rates([r for r in runs if r.spec.kernel != "stream"]),
+                                       [r.result() for r in runs if r.spec.kernel == "stream"],
+                                       roofline.cache_sizes(runs[0].path), level=level)
+    except HpclabError:
+        return True
+    return all(c is None or c.outcome != "undecided" for c in (judged["at_roof"], judged["drop"]))
+
+
 def roof_specs(stream_size: int, sizes: list[int], updates: float, rounds: int, cores: int | None,
                no_prefetch=None, experiment: str = "06-roofline") -> list:
     """Notebook 06's roof experiment, for one experiment.run call (its runs alternate round by
