@@ -53,10 +53,11 @@ test: cluster-up
 
 # For contributors, meant to take under 2 minutes: every test that needs neither the cluster nor
 # the classroom and is not slow. tests/conftest.py marks a test that uses either fixture (and the slow ones), so
-# none of these starts the cluster; make test runs them all.
+# none of these starts the cluster; make test runs them all. They run on every core at once
+# (pytest-xdist, one worker a core, a test file's tests in one worker so its fixtures are made once).
 .PHONY: test-fast
 test-fast: setup
-	@$(PY) -m pytest -m "not cluster and not classroom and not slow" $(PYTEST_ARGS)
+	@$(PY) -m pytest -m "not cluster and not classroom and not slow" -n auto --dist loadfile $(PYTEST_ARGS)
 
 # requirements.lock (every Python package with its hashes) from pyproject.toml: scripts/lock.sh.
 .PHONY: lock
