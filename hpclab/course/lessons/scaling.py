@@ -103,15 +103,15 @@ def roof_decided(groups) -> bool:
     """The roof experiment's stop rule: True when the runs so far decide both comparisons of the
     roofline row (the memory grid against its roof, the grid in cache against it) at the stricter
     level of a look among several (hpclab.analysis.stats.looks), or when the runs hold no grid from
-    memory (nothing to decide). groups: one list of completed runs per spec (experiment.run_until)."""
+    memory (nothing to decide). groups: one list of completed runs per spec of roof_specs, in its
+    order (experiment.run_until)."""
     from hpclab.analysis import roofline, stats
 
-    runs = [r for g in groups for r in g]
+    stream, solver = groups[0], [r for g in groups[1:] for r in g]   # roof_specs lists STREAM first
     _, level = stats.looks(paired=False, min_rounds=ROOF_MIN_ROUNDS, max_rounds=ROOF_MAX_ROUNDS)
     try:
-        judged = roofline.against_roof(roofline.poisson_rates([r for r in runs if r.spec.kernel != "stream"]),
-                                       [r.result() for r in runs if r.spec.kernel == "stream"],
-                                       roofline.cache_sizes(runs[0].path), level=level)
+        judged = roofline.against_roof(roofline.poisson_rates(solver), [r.result() for r in stream],
+                                       roofline.cache_sizes(stream[0].path), level=level)
     except HpclabError:
         return True
     return all(c is None or c.outcome != "undecided" for c in (judged["at_roof"], judged["drop"]))
