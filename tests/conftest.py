@@ -192,3 +192,16 @@ def _no_launcher_variables_left():
     for key in left:   # the next tests must not inherit them
         os.environ.pop(key, None)
     assert not left, f"MPI was started in the test process: it left {', '.join(left[:5])} in os.environ"
+
+
+@pytest.fixture(autouse=True)
+def _no_cache_probe_of_this_checkout(request, tmp_path_factory, monkeypatch):
+    """A test without the cluster reads no last-level cache that notebook 00 measured into this
+    checkout's build/ (hpclab.analysis.effective_cache): its answer must not depend on whether the
+    course ran here before (the recorded roof runs' 32 MiB L3 became 16 MiB after a course run)."""
+    if request.node.get_closest_marker("cluster") is None:
+        from hpclab.analysis import effective_cache
+
+        probe = tmp_path_factory.mktemp("no-probe") / effective_cache.RECORD
+        monkeypatch.setattr(effective_cache, "record_path", lambda: probe)
+    yield
