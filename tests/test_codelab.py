@@ -406,7 +406,8 @@ def test_a_hostile_submission_reaches_nothing_outside_its_sandbox():
     lab_dir = paths.repo() / "labs" / "code-deadlock"
     text = HOSTILE.replace("LABPATH", str(lab_dir))
     run = codelab.try_run("code-deadlock", files={"swap.c": text}, args=["--bytes", "8", "--rounds", "1"])
-    line = next(l for l in run.ranks[0][0].splitlines() if l.startswith("shadow="))
+    line = next((l for l in run.ranks[0][0].splitlines() if l.startswith("shadow=")), None)
+    assert line is not None, f"the hostile program printed no report: {run}"
     seen = dict(kv.split("=") for kv in line.split())
     assert {k: seen[k] for k in ("shadow", "munge", "slurm", "course", "write_lab", "ctld", "dbd")} == dict.fromkeys(
         ("shadow", "munge", "slurm", "course", "write_lab", "ctld", "dbd"), "0"), line
