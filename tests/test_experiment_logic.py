@@ -263,8 +263,10 @@ def test_ctrl_c_while_waiting_cancels_the_jobs(fake_slurm, monkeypatch):
     sleeps, waiting, real_sleep = [], threading.current_thread(), time.sleep
 
     def sleep(seconds):
-        if threading.current_thread() is not waiting:   # time.sleep is the module's: other threads
-            return real_sleep(seconds)                  # (pytest-xdist's) sleep here too
+        # time.sleep is the module's: other threads (pytest-xdist's) sleep here too, and so does
+        # this thread after the interrupt (subprocess's wait for scancel polls with sleeps)
+        if threading.current_thread() is not waiting or len(sleeps) == 3:
+            return real_sleep(seconds)
         sleeps.append(seconds)
         if len(sleeps) == 3:
             raise KeyboardInterrupt

@@ -125,6 +125,15 @@ def _filled(code: str, fill: dict | None) -> str:
     return code
 
 
+def _wrong_shm_latency(fit_cell: str) -> str:
+    """The fit cell with a wrong shared-memory latency: moved away from tcp's by their own ratio
+    (mirrored on a log scale), so it is wrong by far more than 2 % and yet cannot move the
+    unlabelled answer, which goes to the nearer latency: a mistake costs exactly one test. (A
+    fixed factor such as 1.5 moved shm towards tcp, and on one run took test-unknown too.)"""
+    return fit_cell.replace(
+        "print(", 'latency_us["shm"] = latency_us["shm"] ** 2 / latency_us["tcp"]\nprint(', 1)
+
+
 def _student_notebook(kind: str, release_nb, source_nb, fill: dict | None = None):
     import copy
 
@@ -132,7 +141,7 @@ def _student_notebook(kind: str, release_nb, source_nb, fill: dict | None = None
         return copy.deepcopy(release_nb)
     nb = answered(release_nb, source_nb)
     if kind in ("wrong", "tamper"):
-        _edit(nb, "fit", lambda s: s.replace("print(", 'latency_us["shm"] *= 1.5\nprint(', 1))
+        _edit(nb, "fit", _wrong_shm_latency)
     if kind == "wrong":
         _edit(nb, "nhalf", lambda s: s.replace('latency_us["tcp"] * bandwidth_mb_s["tcp"]',
                                                 'latency_us["tcp"] / bandwidth_mb_s["tcp"]'))
@@ -152,7 +161,7 @@ def _student_notebook(kind: str, release_nb, source_nb, fill: dict | None = None
     if kind in HOSTILE_KINDS:
         code = _filled(attempt(kind), fill)
         if kind == "patch":          # two wrong numbers (as "wrong"), then the patches
-            _edit(nb, "fit", lambda s: s.replace("print(", 'latency_us["shm"] *= 1.5\nprint(', 1))
+            _edit(nb, "fit", _wrong_shm_latency)
             _edit(nb, "nhalf", lambda s: s.replace('latency_us["tcp"] * bandwidth_mb_s["tcp"]',
                                                     'latency_us["tcp"] / bandwidth_mb_s["tcp"]'))
             _edit(nb, "unknown", lambda s: s + "\n" + code)
