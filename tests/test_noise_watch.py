@@ -325,3 +325,23 @@ def test_a_run_beside_a_busy_loop_is_flagged_and_run_once_more(runs_root):
     assert "replaced_by" not in new.folder.status()  # the loops ran through it too: kept, flagged, not repeated
     table = new.table()
     assert bool(table["disturbed"].iloc[0]) == bool(new.noise) and table["replaced_by"].isna().all()
+
+
+@pytest.mark.parametrize("case, own, busy, cpus_on_node, flagged", [
+    ("one core each, side by side", 9.8, 19.8, 1, 0),        # each other's company, on a free core
+    ("one core each, beside a load", 6.6, 20.0, 1, 2),       # a third process took a third of it
+    ("both cores each, side by side", 10.0, 20.0, 2, 2),     # company on a job's own cores slows it
+], ids=["company", "company-and-a-load", "sharing-cores"])
+def test_runs_of_one_comparison_side_by_side_are_company_not_other_work(tmp_path, case, own, busy,
+                                                                         cpus_on_node, flagged):
+    """Two runs of one comparison queued together (notebook 05b's rounds), each seen running beside
+    the other: not taken beside other work when each had its own core, still so when something
+    else ran too, or when they had to share cores?"""
+    dirs = [run_dir(tmp_path, sample(busy=0, idle=0, clock=0.0, jobs="11 12"),
+                    sample(busy=busy, idle=20.0 - busy, clock=10.0, shell=own, jobs="11 12"),
+                    name, cpus_on_node=cpus_on_node, job_id=job)
+            for name, job in (("a", "11"), ("b", "12"))]
+    assert all(noise.run_noise(d).disturbed for d in dirs)          # alone, each looks disturbed
+    assert noise.beside_other_work(dirs).startswith("2 of 2 runs")  # company by chance: other work
+    said = noise.beside_other_work(dirs, company=True)
+    assert (said == "") if flagged == 0 else said.startswith(f"{flagged} of 2 runs were taken beside other work"), said

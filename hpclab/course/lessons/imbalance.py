@@ -790,17 +790,19 @@ def _seed_strip_vs_tile() -> float:
     return float(compute["1D 1x384"] / compute["2D 24x16"])
 
 
-def noise_note(runs, d: "Dedicated | None" = None) -> str:
+def noise_note(runs, d: "Dedicated | None" = None, company: bool = False) -> str:
     """What else ran beside `runs` (Run objects or run ids; hpclab.runs.parse.noise.beside_other_work),
     for a fidelity row; '' for runs on virtual nodes (d.where == 'vnodes'): there the watch reads the one kernel
     the virtual nodes share and counts the job's own peer rank and network work as other work
-    (14 of 14 dedicated runs flagged, 1.0-1.3 cores 'elsewhere', on an otherwise idle machine)."""
+    (14 of 14 dedicated runs flagged, 1.0-1.3 cores 'elsewhere', on an otherwise idle machine).
+    company=True for runs queued together by design (measure_subdomains: one rank each, two at a
+    time, paired by round), which are each other's company, not other work."""
     from hpclab.runs.parse import noise
 
     if d is not None and d.where == "vnodes":
         return ""
     unique = list(dict.fromkeys(runs))   # run ids (a subdomain table repeats shared runs) or Run objects
-    return noise.beside_other_work([r if hasattr(r, "path") else exp.Run.open(r) for r in unique])
+    return noise.beside_other_work([r if hasattr(r, "path") else exp.Run.open(r) for r in unique], company=company)
 
 
 def grid_2d_vs_1d(subdomains, runs=(), strip: str = "1D 1x384", tile: str = "2D 24x16", noise: str = "") -> Row:

@@ -21,6 +21,14 @@ takes its time from the job's own ranks. Free cores count from what the job aske
 SLURM_CPUS_ON_NODE), not only from what it used: work that shares the job's core slows the job
 down, which would otherwise leave more cores "free" and hide itself.
 
+Runs of one comparison queued together by design (notebook 05b's one-rank subdomain runs, two at
+a time on the VM's two cores, paired by round) see each other: for them, a comparison's sentence
+takes each run's company off its other work, as far as it fits in the cores the run left free
+(apart_from_company; beside_other_work(company=True)).
+In six quiet course runs here on 2026-12-07, 5 to 14 of those 17 runs were flagged each time; apart
+from their company, 0 to 3 (what is left is Slurm starting the next jobs: up to 0.7 of a core in
+runs of 0.5-0.8 s). Beside `stress-ng --cpu 1`, 17 of 17 either way (two runs).
+
 The count is of the node the batch script ran on (the first one): a multi-node job's steps count
 there with the share of their nodes that run on its kernel (boot-id-<node>.txt; virtual nodes
 share one). What Slurm spends launching the run's step (slurmstepd, the PMIx server) and what
@@ -57,7 +65,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 BEFORE, AFTER = "provenance/noise-before.txt", "provenance/noise-after.txt"
@@ -173,6 +181,8 @@ class Noise:
     share: float             # elsewhere / max(free, 1)
     disturbed: bool
     threshold: float
+    job: str | None = None   # the run's own Slurm job
+    start: float | None = None   # clock of the sample before (seconds since the epoch)
 
     def text(self) -> str:
         """The noise in words: 'while it ran, other processes used 0.9 of a core and 1 other job
@@ -277,7 +287,32 @@ def measure(before: Sample, after: Sample, run_dir: Path | str = ".", own_job: s
                  busy_s=busy, own_s=own,
                  own_from=source, other_s=other, steal_s=steal, other_jobs=jobs, elsewhere=elsewhere,
                  free=free, share=share, threshold=threshold,
-                 disturbed=share > threshold and other + steal > MIN_OTHER_S)
+                 disturbed=share > threshold and other + steal > MIN_OTHER_S, job=own_job, start=before.clock)
+
+
+def apart_from_company(n: Noise, company: list[Noise]) -> Noise:
+    """`n` judged without the work of its company: runs of the same comparison (queued together,
+    as notebook 05b's rounds are) on its node whose run overlapped n's (by the clocks of their
+    samples: a short one may start and end between n's two), their own CPU seconds in the overlap
+    taken off n's other work, as far as they fit in the cores n left free. Company on a free core
+    is the comparison's design, shared alike by both sides of it; company on n's own cores slows
+    n down and still counts, as other work does."""
+    if n.start is None:
+        return n
+    end = n.start + n.wall_s
+    mine = [c for c in company if c is not n and c.node == n.node and c.start is not None and c.wall_s > 0
+            and c.start < end and n.start < c.start + c.wall_s]
+    if not mine:
+        return n
+    cpu = sum(c.own_s * max(0.0, min(end, c.start + c.wall_s) - max(n.start, c.start)) / c.wall_s for c in mine)
+    taken = min(cpu, n.free * n.wall_s)
+    other = max(0.0, n.other_s - taken)
+    elsewhere = (other + n.steal_s) / n.wall_s
+    free = max(0.0, n.free - taken / n.wall_s)
+    share = elsewhere / max(free, 1.0)
+    return replace(n, other_s=other, elsewhere=elsewhere, free=free, share=share,
+                   other_jobs=[j for j in n.other_jobs if j not in {c.job for c in mine}],
+                   disturbed=share > n.threshold and other + n.steal_s > MIN_OTHER_S)
 
 
 def run_noise(run_dir: str | Path, threshold: float | None = None) -> Noise | None:
@@ -343,15 +378,19 @@ def _cpus_on_node(run_dir: Path) -> int | None:
     return int(m[1]) if m else None
 
 
-def beside_other_work(runs) -> str:
+def beside_other_work(runs, company: bool = False) -> str:
     """The part of a comparison's sentence that says which runs were taken beside other work:
     '2 of 6 runs were taken beside other work (node1: 0.9 of a core busy elsewhere)'.
 
     runs: run folders (paths, or objects with .path such as experiment.Run). A node of several
     disturbed runs gets the largest of their numbers ('up to'). Returns '' when no run was
-    disturbed (runs without a noise record count as not disturbed)."""
+    disturbed (runs without a noise record count as not disturbed). company=True: the runs were
+    queued together by design, and each is the others' company, not other work, where they ran
+    on cores the other left free (apart_from_company). Off by default: where runs overlap by
+    chance, a memory-bound run beside its sibling is disturbed as by any other work."""
     found = [run_noise(getattr(r, "path", r)) for r in runs]
-    bad = [n for n in found if n is not None and n.disturbed]
+    known = [n for n in found if n is not None]
+    bad = [n for n in (apart_from_company(n, known) if company else n for n in known) if n.disturbed]
     if not bad:
         return ""
     by_node: dict[str, list[float]] = {}
