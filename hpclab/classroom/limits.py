@@ -10,8 +10,10 @@ from its first instruction), and removed when the server stops.
                                          memory.limit_in_bytes (+ memsw: no escape into swap)
                                          /sys/fs/cgroup/cpu/hpclab-classroom/<user>
                                          cpu.cfs_quota_us = cpus x cpu.cfs_period_us
+                                         hpclab-classroom/cpu.shares = ROOM_WEIGHT_V1
     cgroup v2 (unified, most laptops):   /sys/fs/cgroup/hpclab-classroom/<user>
                                          memory.max, memory.swap.max=0, cpu.max
+                                         hpclab-classroom/cpu.weight = ROOM_WEIGHT_V2
     neither writable:                    nothing is enforced; `mode()` says so and the hub's log
                                          and `hpclab classroom status` repeat it.
 
@@ -31,6 +33,13 @@ from pathlib import Path
 CGROUP_FS = Path("/sys/fs/cgroup")
 PARENT = "hpclab-classroom"  # one folder per hierarchy holds every server's cgroup
 V1_CONTROLLERS = ("memory", "cpu")
+# The servers' CPU weight, together, against everything else at the top level: Slurm's job tasks
+# sit there (task/cgroup constrains memory only), each weighing as much as the whole room at the
+# default (v1 cpu.shares 1024, v2 cpu.weight 100). A student waiting for a kernel is waiting at a
+# screen; a job is not: with 8x the weight the servers get most of a contended core, and the
+# jobs every cycle the servers leave. Each server keeps its own cap (cpus) below that.
+ROOM_WEIGHT_V1 = 8 * 1024
+ROOM_WEIGHT_V2 = 8 * 100
 
 
 def _writable(p: Path) -> bool:
@@ -171,6 +180,8 @@ def create(user: str, mem_bytes: int, cpus: float) -> ServerCgroup | None:
     if cg.version == "v1":
         for d in cg.dirs:
             d.mkdir(parents=True, exist_ok=True)
+            if (d.parent / "cpu.shares").exists():
+                (d.parent / "cpu.shares").write_text(str(ROOM_WEIGHT_V1))
             if (d / "memory.limit_in_bytes").exists():
                 (d / "memory.limit_in_bytes").write_text(str(mem_bytes))
                 if (d / "memory.memsw.limit_in_bytes").exists():
@@ -184,6 +195,7 @@ def create(user: str, mem_bytes: int, cpus: float) -> ServerCgroup | None:
         # a v2 cgroup's children get a controller only if the parent hands it down
         for p in (CGROUP_FS, parent):
             (p / "cgroup.subtree_control").write_text("+memory +cpu")
+        (parent / "cpu.weight").write_text(str(ROOM_WEIGHT_V2))
         d = cg.dirs[0]
         d.mkdir(exist_ok=True)
         (d / "memory.max").write_text(str(mem_bytes))
