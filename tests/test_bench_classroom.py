@@ -39,3 +39,28 @@ def test_login_to_kernel_is_judged_per_arrival_pattern_and_listed_per_student():
     assert "goal p95 <= 20 s" in warm and "met" in warm and "NOT" not in warm
     assert "no server running before" in table
     assert "| student01 | 0.0 | 0.3 | 2.0 | 4.0 | 60.0 |" in table
+
+
+def test_a_recomputed_score_counts_the_graded_tests_that_pass_on_a_kernel_over_unix_sockets(tmp_path, capfd):
+    """The bench's check of each grade: the lab's source notebook run on a copy of the submission,
+    each graded test cell that ends without an error earning its points; its kernel talks over
+    Unix sockets (no loopback TCP port, and none of the kernel's "running over TCP" warnings)."""
+    import nbformat
+
+    from hpclab.classroom import load
+
+    def cell(source, grade_id, points=None, solution=False):
+        c = nbformat.v4.new_code_cell(source)
+        c.metadata["nbgrader"] = {"grade_id": grade_id, "solution": solution, "grade": points is not None,
+                                  "locked": not solution, **({"points": points} if points is not None else {})}
+        return c
+
+    nb = nbformat.v4.new_notebook(cells=[cell("x = 1", "answer", solution=True),
+                                         cell("assert x == 1", "test-right", 2),
+                                         cell("assert x == 2", "test-wrong", 3)])
+    source = tmp_path / "lab.ipynb"
+    nbformat.write(nb, source)
+    submission = tmp_path / "student01" / "lab"
+    submission.mkdir(parents=True)
+    assert load.recompute_score(source, submission) == (2.0, 5.0)
+    assert "over TCP" not in capfd.readouterr().err

@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 import requests
 import websocket
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from hpclab.core.errors import HpclabError
@@ -274,7 +275,10 @@ def recompute_score(source_nb_path: Path, submission: Path, timeout: int = 300) 
         work = Path(tmp) / submission.name
         shutil.copytree(submission, work, ignore=shutil.ignore_patterns("*.ipynb"))
         # Read the packed runs only, as the grader does: the measuring cell must not submit jobs.
-        client = NotebookClient(nb, timeout=timeout, allow_errors=True, kernel_name="python3",
+        # The kernel talks over Unix sockets in the scratch folder, as the students' kernels do,
+        # not over loopback TCP ports (which the kernel warns about, unencrypted, on every start).
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(tmp) / "kernel"))
+        client = NotebookClient(nb, km=km, timeout=timeout, allow_errors=True,
                                 resources={"metadata": {"path": str(work)}})
         old = os.environ.get("NBGRADER_EXECUTION")
         os.environ["NBGRADER_EXECUTION"] = "autograde"
