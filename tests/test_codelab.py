@@ -147,6 +147,20 @@ def test_a_failed_runs_words_name_the_error_the_call_and_the_ranks():
     assert "the call that failed: MPI_Recv" in text
 
 
+def test_an_error_whose_message_mpirun_lost_is_named_from_the_exit_code():
+    """Open MPI 4.1's mpirun sometimes loses the ranks' error message (ORTE_ERROR_LOG in
+    show_help.c, the whole of its output, as in one full `make test`): is the error still named,
+    from the exit code that Open MPI's handler sets to the error's class, and said to be so?"""
+    lost = ("[grader:00003] [[36416,0],0] ORTE_ERROR_LOG: Out of resource in file ../../../orte/util/show_help.c at "
+            "line 507\n[grader:00003] [[36416,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file "
+            "../../../orte/util/show_help.c at line 513\n")
+    run = codelab.Run("openmpi-system", "t", "student", 2, [], 0.7, 3, False, {0: ("", ""), 1: ("", "")}, lost)
+    text = codelab.failure(run, None)
+    assert "invalid datatype (MPI_ERR_TYPE)" in text and "from the exit code, 3" in text, text
+    other = codelab.Run("openmpi-system", "t", "student", 2, [], 0.7, 3, False, {0: ("", ""), 1: ("", "")}, "")
+    assert "MPI_ERR_TYPE" not in codelab.failure(other, None)   # an exit code alone names nothing
+
+
 def test_a_report_counts_only_for_the_files_it_graded(tmp_path, monkeypatch):
     """Is the grader's record in a submission read back as it was written, refused for other
     sources than the submission's (SHA-256), and missing only an error inside the sandbox?"""
