@@ -787,7 +787,7 @@ OMPI_ERROR_CLASSES = {1: "MPI_ERR_BUFFER", 2: "MPI_ERR_COUNT", 3: "MPI_ERR_TYPE"
                       6: "MPI_ERR_RANK", 7: "MPI_ERR_REQUEST", 12: "MPI_ERR_DIMS", 13: "MPI_ERR_ARG",
                       15: "MPI_ERR_TRUNCATE"}
 # 4.1's mpirun loses the ranks' error message now and then, aggregated or not: all it prints is this
-# (seen once, code-datatype/not_committed in one of the day's full `make test` runs, 2026-12-07)
+# (seen once, a seeded mistake's MPI_ERR_TYPE, in one of the full `make test` runs of 2026-12-07)
 OMPI41_LOST_HELP = re.compile(r"ORTE_ERROR_LOG: .* in file \S*show_help\.c")
 
 
