@@ -140,7 +140,7 @@ SLOW_WITHOUT_CLUSTER = (
     "tests/trace/test_replay_reference.py::test_matching_is_the_old_matching",
     "tests/trace/test_replay_reference.py::test_poisson_replay_is_bit_identical_to_the_old_replay",
     "tests/trace/test_replay_reference.py::test_random_programs_replay_as_before_including_problems_and_deadlocks",
-    "tests/trace/test_rest_real.py::test_more_ranks_than_cores_leave_most_of_the_time_as_the_rest",
+    "tests/trace/test_rest_real.py",   # fits a model to a real ping-pong: a busy machine bends it
     "tests/trace/test_split.py::test_five_parts_sum_to_the_real_time_and_the_rest_is_the_switched_out_time",
     "tests/trace/test_split.py::test_split_sums_to_total_on_random_traces",
     "tests/trace/test_tracer.py::test_poisson_traced_has_its_regions",
