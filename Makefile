@@ -48,8 +48,10 @@ cluster-status:
 course: cluster-up
 	@$(HPCLAB) course run
 
+# Two at a time, then the tests that need the cluster or the machine to themselves one at a time:
+# scripts/test.sh says how, tests/conftest.py (ALONE) which.
 test: cluster-up
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@bash scripts/test.sh $(PY) $(PYTEST_ARGS)
 
 # For contributors, meant to take under 2 minutes: every test that needs neither the cluster nor
 # the classroom and is not slow. tests/conftest.py marks a test that uses either fixture (and the slow ones), so

@@ -147,16 +147,51 @@ SLOW_WITHOUT_CLUSTER = (
 )
 
 
-def _listed_slow(nodeid: str) -> bool:
+# `make test` runs its tests two at a time (pytest-xdist) on the running cluster, with
+# HPCLAB_CLUSTER_SHARED set, so that a test that would restart, stop or reshape the cluster under
+# the other's jobs fails with hpclab's message instead (hpclab.cluster.local.refuse_if_shared).
+# The tests below run after those, one at a time: they reshape the cluster (virtual nodes, killed
+# daemons, another cluster), or what they assert is a measurement another test's jobs would bend.
+# Every classroom test runs alone too: its room changes the scheduling policy and adds accounts.
+# An entry is a test file, a file::test, or one parametrisation of it (file::test[id]).
+ALONE = (
+    "tests/test_faults.py",                     # kills and restarts the daemons
+    "tests/test_vnodes.py",
+    "tests/test_vnodes_mapping.py",
+    "tests/test_link_rate.py",
+    "tests/test_cluster.py",
+    "tests/test_checkout_location.py",          # a second cluster from another checkout
+    "tests/test_noise_watch.py",                # counts the jobs that ran beside a run
+    "tests/test_adaptive_runs.py::test_real_rounds_alternate_and_stop_when_decided",
+    "tests/test_replay_fidelity.py",            # a replay against the measured time
+    "tests/trace/test_rest_real.py",            # fits a model to a real ping-pong
+    # the notebooks and labs that run on virtual nodes (hpclab.site.multinode)
+    "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/02-transports.ipynb]",
+    "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/02b-collectives.ipynb]",
+    "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/05-imbalance.ipynb]",
+    "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/05b-mapping-and-scale.ipynb]",
+    "tests/test_notebooks.py::test_notebook_runs_clean[labs/lab-collectives/lab-collectives.ipynb]",
+    # and the tests of lab-collectives' grading, on its runs on virtual nodes
+    "tests/test_grading.py::test_collectives_reference_reads_the_packed_rounds",
+    "tests/test_grading.py::test_lab_full_solution_gets_full_marks[lab-collectives-collective_runs]",
+)
+
+
+def _listed(nodeid: str, entries: tuple[str, ...]) -> bool:
     name = nodeid.split("[", 1)[0]
-    return any(name == entry or name.startswith(entry + "::") for entry in SLOW_WITHOUT_CLUSTER)
+    return any(nodeid == entry or name == entry or name.startswith(entry + "::") for entry in entries)
+
+
+def _listed_slow(nodeid: str) -> bool:
+    return _listed(nodeid, SLOW_WITHOUT_CLUSTER)
 
 
 def pytest_collection_modifyitems(config, items):
     """Marks by what a test uses, so that `make test-fast` (-m "not cluster and not classroom and
     not slow") never starts the cluster: a test that uses the cluster or the classroom fixture,
     directly or through another fixture, carries the `cluster` or `classroom` mark even where its
-    module forgot it; the tests of SLOW_WITHOUT_CLUSTER carry `slow`."""
+    module forgot it; the tests of SLOW_WITHOUT_CLUSTER carry `slow`; those of ALONE and every
+    classroom test carry `alone` (make test runs them after the others, one at a time)."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         if "cluster" in used:
@@ -165,6 +200,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.classroom)
         if _listed_slow(item.nodeid):
             item.add_marker(pytest.mark.slow)
+        # a classroom test module may take the room through request.getfixturevalue: its mark says so
+        in_room = "classroom" in used or any(m.name == "classroom" for m in getattr(item, "iter_markers", list)())
+        if in_room or _listed(item.nodeid, ALONE):
+            item.add_marker(pytest.mark.alone)
     # The test that removes the session's classroom runs last: the room it deletes is then not
     # made again for the tests after it, nor removed a second time by the fixture (about 130 s of
     # a full run).

@@ -13,11 +13,15 @@ from tests import conftest
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = "not cluster and not classroom and not slow"
+NOTEBOOK_TEST = "tests/test_notebooks.py::test_notebook_runs_clean"
 
 
 class FakeItem(SimpleNamespace):
     def add_marker(self, mark):
         self.marks.append(mark.name)
+
+    def iter_markers(self):
+        return [SimpleNamespace(name=m) for m in self.marks]
 
 
 def _marks(nodeid: str, *fixtures: str) -> list[str]:
@@ -30,7 +34,7 @@ def test_a_test_using_the_cluster_or_classroom_is_marked_so():
     """Is a test that takes the cluster or the classroom fixture (directly or through another
     fixture: pytest lists the whole closure) marked for it, and a test that takes neither not?"""
     assert _marks("tests/test_x.py::test_a", "tmp_path", "cluster") == ["cluster"]
-    assert sorted(_marks("tests/test_x.py::test_b", "room", "classroom", "cluster")) == ["classroom", "cluster"]
+    assert sorted(_marks("tests/test_x.py::test_b", "room", "classroom", "cluster")) == ["alone", "classroom", "cluster"]
     assert _marks("tests/test_x.py::test_c", "tmp_path", "monkeypatch", "mpi_env") == []
 
 
@@ -40,12 +44,46 @@ def test_listed_slow_tests_are_marked_slow_with_every_parametrisation():
     assert _marks("tests/trace/test_split.py::test_split_sums_to_total_on_random_traces_too") == []
 
 
+def test_alone_tests_are_marked_alone_and_only_the_listed_parametrisation():
+    """make test runs the `alone` tests after the others, one at a time: is a whole listed file
+    marked, a listed parametrisation only that one, and a classroom test always?"""
+    assert "alone" in _marks("tests/test_faults.py::test_anything[1.0]", "cluster")
+    nb = "tests/test_notebooks.py::test_notebook_runs_clean"
+    assert "alone" in _marks(f"{nb}[notebooks/02-transports.ipynb]", "cluster")
+    assert "alone" not in _marks(f"{nb}[notebooks/03-placement.ipynb]", "cluster")
+    assert "alone" in _marks("tests/test_x.py::test_room", "classroom", "cluster")
+    room_module = FakeItem(nodeid="tests/test_x.py::test_r", fixturenames=["cluster"], marks=["classroom"])
+    conftest.pytest_collection_modifyitems(None, [room_module])
+    assert "alone" in room_module.marks
+
+
+def test_every_alone_notebook_is_one_the_course_runs():
+    """Does each notebook parametrisation in ALONE name a notebook of the course (a renamed one
+    would run two at a time and reshape the cluster under another test)?"""
+    from hpclab.course import runner
+
+    ids = {str(b.relative_to(ROOT)) for b in runner.course_notebooks()}
+    listed = [e.split("[", 1)[1].rstrip("]") for e in conftest.ALONE if e.startswith(NOTEBOOK_TEST + "[")]
+    assert listed and set(listed) <= ids, set(listed) - ids
+
+
+def test_every_notebook_on_virtual_nodes_runs_alone():
+    """A notebook that brings virtual nodes up (hpclab.site.multinode, directly or through its
+    lesson's measure_mapping / measure_dedicated) reshapes the cluster: is each one in ALONE?"""
+    from hpclab.course import runner
+
+    on_vnodes = re.compile(r"virtual_nodes\(|measure_mapping\(|measure_dedicated\(")
+    alone = {e.split("[", 1)[1].rstrip("]") for e in conftest.ALONE if e.startswith(NOTEBOOK_TEST + "[")}
+    found = {str(b.relative_to(ROOT)) for b in runner.course_notebooks() if on_vnodes.search(b.read_text())}
+    assert found and found <= alone, found - alone
+
+
 def test_every_slow_entry_names_a_test():
-    """Does every entry of SLOW_WITHOUT_CLUSTER still name a test file, and a test function in it
-    (a renamed test would silently join the fast tier)?"""
+    """Does every entry of SLOW_WITHOUT_CLUSTER and of ALONE still name a test file, and a test
+    function in it (a renamed test would silently join the fast tier, or run two at a time)?"""
     gone = []
-    for entry in conftest.SLOW_WITHOUT_CLUSTER:
-        path, _, name = entry.partition("::")
+    for entry in conftest.SLOW_WITHOUT_CLUSTER + conftest.ALONE:
+        path, _, name = entry.split("[", 1)[0].partition("::")
         file = ROOT / path
         if not file.is_file():
             gone.append(entry)
@@ -63,7 +101,7 @@ def test_the_marks_are_declared():
     import tomllib
 
     markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
-    assert {m.split(":")[0] for m in markers} >= {"cluster", "classroom", "slow"}
+    assert {m.split(":")[0] for m in markers} >= {"cluster", "classroom", "slow", "alone"}
 
 
 def test_make_test_fast_selects_by_marks_and_never_starts_the_cluster():
@@ -74,3 +112,14 @@ def test_make_test_fast_selects_by_marks_and_never_starts_the_cluster():
     assert rule.group(1).split() == ["setup"]
     assert f'-m "{FAST}"' in rule.group(2) and "cluster up" not in rule.group(2)
     assert "make test-fast" in (ROOT / "README.md").read_text()
+
+
+def test_make_test_runs_the_shared_part_two_at_a_time_then_the_alone_part():
+    """Does make test run scripts/test.sh, which runs `not alone` with the shared-cluster guard
+    on two workers and then `alone` without it?"""
+    make = (ROOT / "Makefile").read_text()
+    rule = re.search(r"^test:(.*)\n((?:\t.*\n)+)", make, re.M)
+    assert rule and "scripts/test.sh" in rule.group(2)
+    script = (ROOT / "scripts" / "test.sh").read_text()
+    assert 'HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n 2' in script
+    assert '"$py" -m pytest -m alone "$@"' in script

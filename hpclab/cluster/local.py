@@ -158,6 +158,23 @@ def cluster_lock(lay: Layout | None = None):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# --- a cluster others share -------------------------------------------------------------------
+
+# Set while other processes run jobs on this cluster and expect it as it is (`make test` runs its
+# tests two at a time): starting, stopping or reshaping it would cancel their jobs, so it is refused.
+SHARED_ENV = "HPCLAB_CLUSTER_SHARED"
+
+
+def refuse_if_shared(what: str) -> None:
+    """Raise instead of `what` (a restart, a stop, other nodes) while HPCLAB_CLUSTER_SHARED is set."""
+    if os.environ.get(SHARED_ENV):
+        raise HpclabError(
+            f"refused to {what}: {SHARED_ENV} is set, so other processes are running jobs on this "
+            "cluster, and they would be cancelled",
+            "run this alone (make test: add the test to ALONE in tests/conftest.py), or unset "
+            f"{SHARED_ENV} when nobody else uses the cluster")
+
+
 # --- up ----------------------------------------------------------------------------------------
 
 def check_prerequisites() -> None:
@@ -375,6 +392,7 @@ def _up(nodes: list[Node] | None = None, timeout: float = 60.0) -> UpReport:
             f"the cluster is running with other nodes ({', '.join(n.name for n in current)})",
             "stop it first with 'hpclab cluster down', then start it with the nodes you want",
         )
+    refuse_if_shared("start or restart the cluster's daemons")
     # Without an explicit node list the cluster is this machine as one node, unless virtual nodes
     # run and one of their daemons died (a node failure): then the same nodes come back.
     if nodes is None and _virtual_nodes_intact(current):
@@ -424,6 +442,8 @@ def apply_policy(text: str, timeout: float = 60.0) -> bool:
     with cluster_lock():
         lay = config.layout()
         lay.make_dirs()
+        if not (lay.policy_conf.exists() and lay.policy_conf.read_text() == text):
+            refuse_if_shared("restart the controller with a new scheduling policy")
         if not write_if_changed(lay.policy_conf, text):
             return False
         ctld = slurmctld_daemon(lay)
@@ -503,6 +523,7 @@ def down() -> list[str]:
 
 
 def _down() -> list[str]:
+    refuse_if_shared("stop the cluster")
     lay = config.layout()
     nodes = config.load_nodes(lay)
     all_daemons = daemons(lay, nodes)

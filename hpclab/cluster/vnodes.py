@@ -335,6 +335,7 @@ def _up(nodes: int = 2, cpus_per_node: int | None = None, link: str = "unshaped"
             "stop it first with 'hpclab cluster down', then start the one you want",
         )
 
+    local.refuse_if_shared(f"start {nodes} virtual nodes in place of the running cluster")
     # A name that is taken but not in the record is someone else's: refuse before stopping or
     # creating anything (what the record holds is ours, and the teardown below removes it).
     _refuse_foreign(foreign_objects(lay, nodes))

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# make test, in two parts on the running cluster (usage: scripts/test.sh PYTHON [pytest args]):
+#  1. every test not marked `alone`, two at a time (pytest-xdist, a test file's tests in one worker
+#     so its fixtures are made once). HPCLAB_CLUSTER_SHARED is set: hpclab then refuses to restart,
+#     stop or reshape the cluster under the other worker's jobs (hpclab/cluster/local.py), so a test
+#     that would do so fails with that message instead of failing the other test at random.
+#  2. the `alone` tests (tests/conftest.py: ALONE, and every classroom test), one at a time.
+# Both parts run even if the first fails. Exit status: the first part's failure, else the second's;
+# pytest's 5 ("no tests collected", when the arguments select tests of one part only) counts as
+# success unless neither part ran a test.
+set -u
+py=$1
+shift
+HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n 2 --dist loadfile "$@"
+first=$?
+"$py" -m pytest -m alone "$@"
+second=$?
+for rc in "$first" "$second"; do
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
+        exit "$rc"
+    fi
+done
+if [ "$first" -eq 5 ] && [ "$second" -eq 5 ]; then
+    exit 5
+fi
+exit 0
