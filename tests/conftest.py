@@ -155,7 +155,15 @@ SLOW_WITHOUT_CLUSTER = (
 # Every classroom test runs alone too: its room changes the scheduling policy and adds accounts.
 # An entry is a test file, a file::test, or one parametrisation of it (file::test[id]).
 ALONE = (
-    "tests/test_faults.py",                     # kills and restarts the daemons
+    # the faults that kill, stop or restart a daemon, or drain the node (the requeue, the lost job,
+    # hpclab giving up and the out-of-memory job strike only the test's own job: two at a time)
+    "tests/test_faults.py::test_controller_kill9_mid_job_then_up_job_completes",
+    "tests/test_faults.py::test_graceful_controller_restart_keeps_the_job_running",
+    "tests/test_faults.py::test_accounting_down_jobs_still_run_and_provenance_says_so",
+    "tests/test_faults.py::test_a_stale_cgroup_of_an_earlier_job_with_the_same_id_does_not_drain_the_node",
+    "tests/test_faults.py::test_up_resumes_a_drained_node",
+    "tests/test_faults.py::test_node_failure_on_virtual_nodes_names_the_node_and_up_returns_it",
+    "tests/test_faults.py::test_a_job_no_drained_node_can_start_is_named_not_waited_for",
     "tests/test_vnodes.py",
     "tests/test_vnodes_mapping.py",
     "tests/test_link_rate.py",

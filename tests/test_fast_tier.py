@@ -47,7 +47,9 @@ def test_listed_slow_tests_are_marked_slow_with_every_parametrisation():
 def test_alone_tests_are_marked_alone_and_only_the_listed_parametrisation():
     """make test runs the `alone` tests after the others, one at a time: is a whole listed file
     marked, a listed parametrisation only that one, and a classroom test always?"""
-    assert "alone" in _marks("tests/test_faults.py::test_anything[1.0]", "cluster")
+    assert "alone" in _marks("tests/test_vnodes.py::test_anything[1.0]", "cluster")
+    assert "alone" in _marks("tests/test_faults.py::test_controller_kill9_mid_job_then_up_job_completes[6.0]")
+    assert "alone" not in _marks("tests/test_faults.py::test_requeue_is_followed_and_recorded", "cluster")
     nb = "tests/test_notebooks.py::test_notebook_runs_clean"
     assert "alone" in _marks(f"{nb}[notebooks/02-transports.ipynb]", "cluster")
     assert "alone" not in _marks(f"{nb}[notebooks/03-placement.ipynb]", "cluster")

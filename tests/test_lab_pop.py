@@ -62,8 +62,18 @@ def test_lab_pop_grades_the_students_own_table(pop_runs, tmp_path):
     most = sum(mx for _, mx in cells["full"].values())
     assert all(score == mx > 0 for score, mx in cells["full"].values()), cells["full"]
     assert total["unchanged"] == 0
-    assert 0 < total["wrong"] < most
+    assert total["wrong"] < most
     assert cells["wrong"]["test-balance"][0] == 0
+    # The inverted balance (max over mean, at least 1) carries into the parallel and the global
+    # efficiency, so those cells fail too. The factor to look at first is then the smallest of
+    # the other three: its cell gets its points exactly when the reference accepts that factor
+    # (on these runs the load balance may or may not be the smallest: a property, not a number).
+    ref = references.reference(LAB, tmp_path / "full")
+    others = {k: v for k, v in ref["factors"].items() if k != "load balance"}
+    picked = min(others, key=others.get)
+    score, most_look = cells["wrong"]["test-look"]
+    assert (score == most_look) == (picked in ref["look_first"]), (picked, ref["look_first"], ref["factors"])
+    assert total["wrong"] == score
 
 
 @pytest.mark.cluster

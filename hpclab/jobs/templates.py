@@ -203,7 +203,11 @@ def _srun_words(job: _Job, trace_env: list[str]) -> list[str]:
     spec, lib, b = job.spec, job.lib, job.spec.binding
     start = ((lib.launcher_for("srun") or lib.launcher).words(lib.bindir) if lib is not None
              else ["srun", f"--mpi={job.site.srun_mpi}"])
-    words = [*start, f"--cpus-per-task={spec.cpus_per_task}",
+    # --kill-on-bad-exit: a rank that crashes or exits non-zero ends the step at once. Without it
+    # the other ranks wait for it (in MPI_Init, or a collective) until the job's time limit, and a
+    # segfault is reported as a timeout (seen: a rank dying inside Open MPI 4.1's MPI_Init on
+    # virtual nodes held its 7 partners for 5 minutes). mpirun does the same by default.
+    words = [*start, "--kill-on-bad-exit=1", f"--cpus-per-task={spec.cpus_per_task}",
              "--cpu-bind=" + ("verbose," + b.cpu_bind if b.cpu_bind else "verbose")]
     if spec.oversubscribe:
         words.append("--overcommit")

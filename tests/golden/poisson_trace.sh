@@ -78,7 +78,7 @@ job_cpu() {
 } > provenance/noise-before.txt 2>/dev/null
 
 # run
-srun --mpi=pmix --cpus-per-task=1 --cpu-bind=verbose --hint=nomultithread \
+srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=1 --cpu-bind=verbose --hint=nomultithread \
     --export=ALL,LD_PRELOAD=/hpclab/build/lib/libmpitrace.so,MPITRACE_DIR="$OUT_DIR"/trace \
     /hpclab/build/bin/poisson --n 512 --grid 2x2 --exchange nonblocking --iters 100 \
     --json "$OUT_DIR"/result.json

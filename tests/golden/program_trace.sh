@@ -87,7 +87,7 @@ job_cpu() {
 } > provenance/noise-before.txt 2>/dev/null
 
 # run
-srun --mpi=pmix --cpus-per-task=1 --cpu-bind=verbose,cores \
+srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=1 --cpu-bind=verbose,cores \
     --export=ALL,LD_PRELOAD=/hpclab/build/lib/libmpitrace.so,MPITRACE_DIR="$OUT_DIR"/trace \
     /hpclab/programs/ring --count 6 'hello world'
 status=$?

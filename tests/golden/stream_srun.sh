@@ -82,8 +82,9 @@ job_cpu() {
 } > provenance/noise-before.txt 2>/dev/null
 
 # run
-srun --mpi=pmix --cpus-per-task=1 --cpu-bind=verbose,cores --distribution=block:block \
-    /hpclab/build/bin/stream --size 2000000 --reps 10 --json "$OUT_DIR"/result.json
+srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=1 --cpu-bind=verbose,cores \
+    --distribution=block:block /hpclab/build/bin/stream --size 2000000 --reps 10 \
+    --json "$OUT_DIR"/result.json
 status=$?
 cat /proc/net/dev > provenance/net-after.txt 2>/dev/null
 {
