@@ -11,6 +11,13 @@
 set -u
 py=$1
 shift
+for arg in "$@"; do
+    case "$arg" in
+        -m|-m*) echo "make test: PYTEST_ARGS may not hold -m: each part selects by its own mark (not alone, alone);" \
+                     "select with -k or a test path, or run $py -m pytest -m ... directly" >&2
+                exit 2 ;;
+    esac
+done
 HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n 2 --dist loadfile "$@"
 first=$?
 "$py" -m pytest -m alone "$@"

@@ -125,3 +125,14 @@ def test_make_test_runs_the_shared_part_two_at_a_time_then_the_alone_part():
     script = (ROOT / "scripts" / "test.sh").read_text()
     assert 'HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n 2' in script
     assert '"$py" -m pytest -m alone "$@"' in script
+
+
+def test_make_test_refuses_a_mark_of_its_own_with_a_message():
+    """A `-m` in PYTEST_ARGS would replace each part's mark (and run the alone tests two at a time):
+    is it refused before any test runs, saying what to use instead?"""
+    import subprocess
+    import sys
+
+    res = subprocess.run(["bash", str(ROOT / "scripts" / "test.sh"), sys.executable, "-m", "slow"],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "may not hold -m" in res.stderr and "-k" in res.stderr

@@ -56,3 +56,15 @@ def test_a_new_policy_is_refused_and_the_same_one_is_not(shared):
 def test_without_the_variable_nothing_is_refused(monkeypatch):
     monkeypatch.delenv(local.SHARED_ENV, raising=False)
     local.refuse_if_shared("stop the cluster")
+
+
+def test_a_classroom_on_a_shared_cluster_is_refused_before_anything_is_made(shared, tmp_path):
+    """A room's policy restarts the controller: is `classroom up` refused before it writes its
+    record, an account or anything else (a refusal half way left a room behind once)?"""
+    from hpclab.classroom import room
+    from hpclab.classroom.layout import ClassroomLayout
+
+    lay = ClassroomLayout(root=tmp_path / "room")
+    with pytest.raises(HpclabError, match="refused to restart the controller with a new scheduling policy"):
+        room._up(3, 1, None, None, lay)
+    assert not lay.root.exists()

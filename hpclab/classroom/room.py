@@ -109,6 +109,8 @@ def _up(students: int, instructors: int, settings: hub.HubSettings | None, limit
     if settings.recording:  # before anything changes: a folder with no recording stops here
         recording.open_room(settings.recording, students, own)
     limits = limits or accounting.StudentLimits()
+    # before anything changes: a cluster others share refuses the room's policy (its restart)
+    local.refuse_policy_change_if_shared(accounting.render_policy(limits))
     lay.root.mkdir(parents=True, exist_ok=True)
     lay.root.chmod(0o755)
     rec = record.load(lay.record)

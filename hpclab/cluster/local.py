@@ -175,6 +175,15 @@ def refuse_if_shared(what: str) -> None:
             f"{SHARED_ENV} when nobody else uses the cluster")
 
 
+def refuse_policy_change_if_shared(text: str) -> None:
+    """refuse_if_shared when `text` would replace the cluster's scheduling policy (apply_policy
+    restarts the controller then). A caller that changes other things first (a classroom's
+    accounts) asks here before it starts, so a refusal leaves nothing half made."""
+    policy = config.layout().policy_conf
+    if not (policy.exists() and policy.read_text() == text):
+        refuse_if_shared("restart the controller with a new scheduling policy")
+
+
 # --- up ----------------------------------------------------------------------------------------
 
 def check_prerequisites() -> None:
@@ -442,8 +451,7 @@ def apply_policy(text: str, timeout: float = 60.0) -> bool:
     with cluster_lock():
         lay = config.layout()
         lay.make_dirs()
-        if not (lay.policy_conf.exists() and lay.policy_conf.read_text() == text):
-            refuse_if_shared("restart the controller with a new scheduling policy")
+        refuse_policy_change_if_shared(text)
         if not write_if_changed(lay.policy_conf, text):
             return False
         ctld = slurmctld_daemon(lay)
