@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
@@ -34,6 +35,25 @@ def test_runner_reports_failures_and_keeps_earlier_reports(tmp_path, monkeypatch
     history = list((out / "history").glob("*/report.json"))
     assert len(history) == 1 and len(json.loads(history[0].read_text())["notebooks"]) == 2
 
+
+def test_the_kernels_run_headless_and_the_runner_leaves_the_environment_as_it_found_it(tmp_path, monkeypatch):
+    """Do the notebooks' kernels see HPCLAB_HEADLESS and the run's fidelity ledger, and is this
+    process's environment as before afterwards, even when a notebook fails? (A JupyterLab started
+    later by the same process showed no progress bars while HPCLAB_HEADLESS stayed set.)"""
+    from hpclab.course import fidelity
+
+    monkeypatch.delenv("HPCLAB_HEADLESS", raising=False)
+    monkeypatch.setenv(fidelity.LEDGER_ENV, str(tmp_path / "earlier-ledger"))
+    seen = _notebook(tmp_path / "01-seen.ipynb",
+                     f"import os\nprint(os.environ.get('HPCLAB_HEADLESS'), os.environ['{fidelity.LEDGER_ENV}'])")
+    bad = _notebook(tmp_path / "02-bad.ipynb", "raise RuntimeError('stop')")
+    monkeypatch.setattr(course.paths, "repo", lambda: tmp_path)
+    out = tmp_path / "report"
+    report = course.run_course([seen, bad], out)
+    executed = nbformat.read(out / report.notebooks[0].executed, as_version=4)
+    assert executed.cells[0].outputs[0]["text"].split() == ["1", str(out / "fidelity")]
+    assert "HPCLAB_HEADLESS" not in os.environ
+    assert os.environ[fidelity.LEDGER_ENV] == str(tmp_path / "earlier-ledger")
 
 def test_params_switch_with_quick(monkeypatch):
     """Does HPCLAB_QUICK select the quick parameter set?"""

@@ -13,7 +13,6 @@ score recomputed from that student's own runs, outside nbgrader and its sandbox.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import threading
@@ -29,6 +28,7 @@ import websocket
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from hpclab.core import commands
 from hpclab.core.errors import HpclabError
 from hpclab.site.slurm import run_slurm
 from hpclab.grading import demo
@@ -280,12 +280,8 @@ def recompute_score(source_nb_path: Path, submission: Path, timeout: int = 300) 
         km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(tmp) / "kernel"))
         client = NotebookClient(nb, km=km, timeout=timeout, allow_errors=True,
                                 resources={"metadata": {"path": str(work)}})
-        old = os.environ.get("NBGRADER_EXECUTION")
-        os.environ["NBGRADER_EXECUTION"] = "autograde"
-        try:
+        with commands.inherited_environment({"NBGRADER_EXECUTION": "autograde"}):
             client.execute()
-        finally:
-            os.environ.pop("NBGRADER_EXECUTION") if old is None else os.environ.__setitem__("NBGRADER_EXECUTION", old)
     score = maximum = 0.0
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from hpclab.classroom.layout import ClassroomLayout
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import readable_folders
 from hpclab.course import plan, runner
@@ -63,15 +63,8 @@ def record(folder: Path, notebooks: list[Path], by: str | None = None) -> tuple[
                              "seconds": round(result.seconds, 1), "jobs": result.jobs,
                              "ok": result.ok, "error": result.error}
 
-    earlier = os.environ.get("HPCLAB_RUNS")
-    os.environ["HPCLAB_RUNS"] = str(runs_root)  # inherited by the notebooks' kernels
-    try:
+    with commands.inherited_environment({"HPCLAB_RUNS": str(runs_root)}):  # the notebooks' kernels' runs
         report = runner.run_course(notebooks, out_dir=folder / "course", each=note)
-    finally:
-        if earlier is None:
-            os.environ.pop("HPCLAB_RUNS", None)
-        else:
-            os.environ["HPCLAB_RUNS"] = earlier
     recorded.write_recording(folder, by or recorder(), made, course_root=str(paths.repo()))
     return report, made
 

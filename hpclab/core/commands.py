@@ -8,6 +8,8 @@ step's, mariadb's initialisation) writes it there with `log=`."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -55,3 +57,19 @@ def output(argv: list[str], what: str, hint: str, env: dict[str, str] | None = N
         msg = " ".join(res.stderr.strip().splitlines()[-2:])[:300] or f"exit code {res.returncode}"
         raise HpclabError(f"cannot {what}: `{' '.join(argv)}` said: {msg}", hint)
     return res.stdout
+
+
+@contextlib.contextmanager
+def inherited_environment(values: dict[str, str]):
+    """This process's environment with `values` set inside the block (the kernels and commands it
+    starts there inherit them), and as it was before once the block is left, also on an error."""
+    earlier = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in earlier.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hpclab.course import fidelity, reading
-from hpclab.core import paths
+from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
 from hpclab.site import profile as site_mod
 from hpclab import cluster
@@ -220,27 +220,12 @@ def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None,
     _keep_previous(out_dir)
     report = CourseReport(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), quick=quick())
     t0 = time.monotonic()
-    os.environ["HPCLAB_HEADLESS"] = "1"  # inherited by the kernels: interactive widgets render statically
-    # Notebooks record their fidelity rows here (a fresh folder: _keep_previous moved the old one);
-    # the variable is restored afterwards, so a later run in this process does not write here.
-    earlier_ledger = os.environ.get(fidelity.LEDGER_ENV)
-    os.environ[fidelity.LEDGER_ENV] = str(out_dir / "fidelity")
-    for nb in notebooks:
-        print(f"[course] running {nb.relative_to(paths.repo())} ...", flush=True)
-        try:
-            result = execute_notebook(nb, out_dir)
-        except Exception as exc:  # noqa: BLE001 - e.g. an unreadable notebook file
-            result = NotebookResult(str(nb.relative_to(paths.repo())), False, 0.0, 0,
-                                    f"could not run: {exc}\n{traceback.format_exc(limit=2)}")
-        report.notebooks.append(result)
-        if each is not None:
-            each(nb, result)
-        print(f"[course]   {'ok' if result.ok else 'FAILED'} in {result.seconds:.1f} s", flush=True)
+    # Inherited by the kernels: interactive widgets render statically, and notebooks record their
+    # fidelity rows in a fresh folder (_keep_previous moved the old one). Both are undone afterwards:
+    # a JupyterLab started later by this process would show no progress bars.
+    with commands.inherited_environment({"HPCLAB_HEADLESS": "1", fidelity.LEDGER_ENV: str(out_dir / "fidelity")}):
+        _run_each(notebooks, out_dir, report, each)
     report.seconds = time.monotonic() - t0
-    if earlier_ledger is None:
-        os.environ.pop(fidelity.LEDGER_ENV, None)
-    else:
-        os.environ[fidelity.LEDGER_ENV] = earlier_ledger
     (out_dir / "report.json").write_text(json.dumps(asdict(report), indent=1))
     rows = fidelity.collect(out_dir / "fidelity")
     fidelity.write_json(rows, out_dir / "fidelity.json")
@@ -252,6 +237,20 @@ def run_course(notebooks: list[Path] | None = None, out_dir: Path | None = None,
             print(f"[course] no agenda written: {exc.one_line()}", flush=True)
     write_index(report, out_dir, fidelity.html_table(rows))
     return report
+
+
+def _run_each(notebooks: list[Path], out_dir: Path, report: CourseReport, each) -> None:
+    for nb in notebooks:
+        print(f"[course] running {nb.relative_to(paths.repo())} ...", flush=True)
+        try:
+            result = execute_notebook(nb, out_dir)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unreadable notebook file
+            result = NotebookResult(str(nb.relative_to(paths.repo())), False, 0.0, 0,
+                                    f"could not run: {exc}\n{traceback.format_exc(limit=2)}")
+        report.notebooks.append(result)
+        if each is not None:
+            each(nb, result)
+        print(f"[course]   {'ok' if result.ok else 'FAILED'} in {result.seconds:.1f} s", flush=True)
 
 
 def notebooks_subset(notebooks: list[Path]) -> bool:
