@@ -333,6 +333,56 @@ def test_stop_takes_every_server_and_the_slurm_spawner_runs_servers_as_jobs(room
         hub.start(lay, rec, hub.HubSettings())  # the room's default again
 
 
+def _ignored_signals(pid: int) -> int:
+    line = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("SigIgn:"))
+    return int(line.split()[1], 16)
+
+
+@pytest.mark.cluster
+@pytest.mark.classroom
+def test_a_hub_started_with_sigint_ignored_still_stops_its_services_with_sigint(room):
+    """Started from a shell's background job (SIGINT ignored, as under nohup or a CI runner), do
+    the hub's services still take SIGINT, so that the hub's stop ends with its own clean-up of
+    the services and servers rather than with hpclab's SIGKILL after a 30 s wait for each one?"""
+    import signal
+
+    from hpclab.classroom import record
+
+    lay, _ = room
+    rec = record.load(lay.record)
+    earlier = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        hub.start(lay, rec, hub.HubSettings(idle_timeout_s=7200))  # other settings: a new hub
+    finally:
+        signal.signal(signal.SIGINT, earlier)
+    try:
+        services = _room_service_pids()
+        assert services, "the hub runs no service (the formgrader, the idle culler)"
+        assert all(not _ignored_signals(p) & (1 << (signal.SIGINT - 1)) for p in services)
+        log = hub.files(lay).log
+        before = log.stat().st_size
+        assert hub.stop(lay, rec)
+        with open(log) as fh:
+            fh.seek(before)
+            stopped = fh.read()
+        # JupyterHub reached the servers' clean-up, which comes after the services'
+        assert "single-user servers" in stopped, stopped[-2000:]
+    finally:
+        hub.start(lay, rec, hub.HubSettings())  # the room's default again
+
+
+def _room_service_pids() -> list[int]:
+    """The processes of the running hub's services (JUPYTERHUB_SERVICE_NAME in their environment)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"JUPYTERHUB_SERVICE_NAME=" in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 @pytest.mark.cluster
 @pytest.mark.classroom
 def test_a_student_reaches_neither_another_students_server_nor_the_proxy_api(room):

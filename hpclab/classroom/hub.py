@@ -266,7 +266,8 @@ def start(lay: ClassroomLayout, rec: Record, settings: HubSettings) -> str:
         log.flush()
         os.chmod(f.log, 0o600)
         proc = subprocess.Popen([str(jupyterhub), "-f", str(f.config)], cwd=lay.hub, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_interrupt_signals_as_default)
     url = settings.url()
     hub_api = f"http://127.0.0.1:{hub_config.HUB_API_PORT}/hub/api/"
     deadline = t0 + START_TIMEOUT_S
@@ -286,6 +287,16 @@ def start(lay: ClassroomLayout, rec: Record, settings: HubSettings) -> str:
                        "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "start_s": round(time.monotonic() - t0, 2),
                        "limits": limits.mode()})
     return url
+
+
+def _interrupt_signals_as_default() -> None:
+    """In the hub's process before it runs JupyterHub: SIGINT and SIGQUIT do what they do by default.
+    A hub started from a shell's background job (nohup, a CI runner, `make ... &`) inherits them
+    ignored, and so do the services it starts first; JupyterHub stops a service or a server with
+    SIGINT and waits 30 s before SIGTERM, so every stop of such a hub outlasted STOP_TIMEOUT_S
+    and ended in SIGKILL (62 s instead of 4 in make test)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def _settings_dict(settings: HubSettings) -> dict:
