@@ -4,8 +4,12 @@
 #     so its fixtures are made once). HPCLAB_CLUSTER_SHARED is set: hpclab then refuses to restart,
 #     stop or reshape the cluster under the other worker's jobs (hpclab/cluster/local.py), so a test
 #     that would do so fails with that message instead of failing the other test at random.
-#  2. the `alone` tests (tests/conftest.py: ALONE, and every classroom test), one at a time.
-# Both parts run even if the first fails. Exit status: the first part's failure, else the second's;
+#     The classroom's tests run here too, all in one worker (tests/conftest.py), on a room made
+#     before this part (scripts/test_room.py: making one restarts the controller), removed after
+#     part 2 unless a test removed it; a room that was here already is used and kept.
+#  2. the `alone` tests (tests/conftest.py: ALONE), one at a time.
+# Both parts run even if the first fails. Exit status: the first part's failure, else the second's,
+# else the room's removal;
 # pytest's 5 ("no tests collected", when the arguments select tests of one part only) counts as
 # success unless neither part ran a test.
 set -u
@@ -18,11 +22,23 @@ for arg in "$@"; do
                 exit 2 ;;
     esac
 done
+room=""
+if "$py" -m pytest --collect-only -q -m "classroom and not alone" "$@" > /dev/null 2>&1; then
+    room=$("$py" scripts/test_room.py up) || exit 1
+    if [ "$room" = made ]; then
+        export HPCLAB_TEST_ROOM_MADE=1
+    fi
+fi
 HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n 2 --dist loadfile "$@"
 first=$?
 "$py" -m pytest -m alone "$@"
 second=$?
-for rc in "$first" "$second"; do
+removed=0
+if [ "$room" = made ]; then
+    "$py" scripts/test_room.py remove
+    removed=$?
+fi
+for rc in "$first" "$second" "$removed"; do
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
         exit "$rc"
     fi

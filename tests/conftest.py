@@ -33,19 +33,23 @@ def cluster():
 
 
 CLASSROOM_MADE = pytest.StashKey[bool]()
+# Set by `make test` (scripts/test.sh) when it made the classroom before its first part: the room's
+# tests then treat it as one the tests made, and make test removes it after the last part.
+ROOM_MADE_BY_MAKE_TEST = "HPCLAB_TEST_ROOM_MADE"
 
 
 @pytest.fixture(scope="session")
 def classroom(cluster, request, tmp_path_factory):
     """A small classroom (3 students, 1 instructor) for the tests that act as its users; an
-    existing one is used as it is. One this fixture made is removed at the end of the session
-    (accounts, homes, hub, Slurm objects; the archive remove writes first goes to a temporary
-    folder, deleted afterwards; the students' venv stays for the next run)."""
+    existing one is used as it is (make test makes it before its first part: scripts/test_room.py).
+    One this fixture made is removed at the end of the session (accounts, homes, hub, Slurm
+    objects; the archive remove writes first goes to a temporary folder, deleted afterwards; the
+    students' venv stays for the next run)."""
     from hpclab.classroom import layout, record, room
 
     lay = layout.layout()
     existed = not record.load(lay.record).empty
-    request.config.stash[CLASSROOM_MADE] = not existed
+    request.config.stash[CLASSROOM_MADE] = not existed or os.environ.get(ROOM_MADE_BY_MAKE_TEST) == "1"
     try:
         room.up(students=max(3, record.load(lay.record).settings.get("students", 0)), instructors=1)
     except HpclabError as e:
@@ -152,9 +156,13 @@ SLOW_WITHOUT_CLUSTER = (
 # the other's jobs fails with hpclab's message instead (hpclab.cluster.local.refuse_if_shared).
 # The tests below run after those, one at a time: they reshape the cluster (virtual nodes, killed
 # daemons, another cluster), or what they assert is a measurement another test's jobs would bend.
-# Every classroom test runs alone too: its room changes the scheduling policy and adds accounts.
+# The classroom's tests run in the first part, all in one worker (pytest_xdist_make_scheduler
+# below), on the room make test made before it (making a room restarts the controller with the
+# room's policy); those that stop or remove the room are listed here, and a test outside the
+# tests/test_classroom_*.py files that takes the room runs alone too.
 # An entry is a test file, a file::test, or one parametrisation of it (file::test[id]).
 ALONE = (
+    "tests/test_classroom_teardown.py",         # stops, brings back and removes the room
     # the faults that kill, stop or restart a daemon, or drain the node (the requeue, the lost job,
     # hpclab giving up and the out-of-memory job strike only the test's own job: two at a time)
     "tests/test_faults.py::test_controller_kill9_mid_job_then_up_job_completes",
@@ -213,7 +221,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         # a classroom test module may take the room through request.getfixturevalue: its mark says so
         in_room = "classroom" in used or any(m.name == "classroom" for m in getattr(item, "iter_markers", list)())
-        if in_room or _listed(item.nodeid, ALONE):
+        if (in_room and not _in_the_rooms_files(item.nodeid)) or _listed(item.nodeid, ALONE):
             item.add_marker(pytest.mark.alone)
     # The test that removes the session's classroom runs last: the room it deletes is then not
     # made again for the tests after it, nor removed a second time by the fixture (about 130 s of
@@ -223,6 +231,32 @@ def pytest_collection_modifyitems(config, items):
 
 
 REMOVES_THE_CLASSROOM = "test_classroom_teardown.py::test_remove_leaves_an_archive_that_holds_the_course_and_every_home"
+THE_ROOMS_FILES = "test_classroom_"
+THE_ROOMS_WORKER = "the classroom's tests"
+
+
+def _in_the_rooms_files(nodeid: str) -> bool:
+    return Path(nodeid.split("::", 1)[0]).name.startswith(THE_ROOMS_FILES)
+
+
+def first_part_group(nodeid: str) -> str:
+    """The tests one worker of make test's first part runs one after another: a test file's, and
+    those of every tests/test_classroom_*.py file together (they share the one room and its hub,
+    which some of them restart with other settings)."""
+    return THE_ROOMS_WORKER if _in_the_rooms_files(nodeid) else nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, grouped by first_part_group; other --dist modes as xdist has them."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFileTheRoomInOne(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return first_part_group(nodeid)
+
+    return ByFileTheRoomInOne(config, log)
 
 
 # What an MPI library's launcher or singleton start writes into its process's environment: a test

@@ -53,10 +53,25 @@ def test_alone_tests_are_marked_alone_and_only_the_listed_parametrisation():
     nb = "tests/test_notebooks.py::test_notebook_runs_clean"
     assert "alone" in _marks(f"{nb}[notebooks/02-transports.ipynb]", "cluster")
     assert "alone" not in _marks(f"{nb}[notebooks/03-placement.ipynb]", "cluster")
+    # a test that takes the room: in the first part from a tests/test_classroom_*.py file (in the
+    # room's one worker), alone from any other file, and alone when it stops or removes the room
     assert "alone" in _marks("tests/test_x.py::test_room", "classroom", "cluster")
+    assert "alone" not in _marks("tests/test_classroom_hub.py::test_room", "classroom", "cluster")
+    assert "alone" in _marks("tests/test_classroom_teardown.py::test_room", "classroom", "cluster")
     room_module = FakeItem(nodeid="tests/test_x.py::test_r", fixturenames=["cluster"], marks=["classroom"])
     conftest.pytest_collection_modifyitems(None, [room_module])
     assert "alone" in room_module.marks
+
+
+def test_the_first_part_keeps_a_files_tests_together_and_the_rooms_in_one_worker():
+    """Does make test's scheduler group by file (as --dist loadfile), except that every
+    tests/test_classroom_*.py file's tests form one group, and leave other --dist modes alone?"""
+    group = conftest.first_part_group
+    assert group("tests/test_grading.py::test_a[x]") == group("tests/test_grading.py::test_b") == "tests/test_grading.py"
+    assert group("tests/trace/test_split.py::test_c") == "tests/trace/test_split.py"
+    assert group("tests/test_classroom_hub.py::test_a") == group("tests/test_classroom_grading.py::test_b[y]")
+    assert group("tests/test_classroom_hub.py::test_a") != group("tests/test_codelab.py::test_b")
+    assert conftest.pytest_xdist_make_scheduler(SimpleNamespace(getoption=lambda name: "load"), None) is None
 
 
 def test_every_alone_notebook_is_one_the_course_runs():
@@ -125,6 +140,10 @@ def test_make_test_runs_the_shared_part_two_at_a_time_then_the_alone_part():
     script = (ROOT / "scripts" / "test.sh").read_text()
     assert 'HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n 2' in script
     assert '"$py" -m pytest -m alone "$@"' in script
+    # the room the classroom's tests share is made before the first part, when they are selected
+    room = script.index('scripts/test_room.py up')
+    assert script.index('-m "classroom and not alone"') < room < script.index('-m "not alone" -n 2')
+    assert script.index('-m alone "$@"') < script.index('scripts/test_room.py remove')
 
 
 def test_make_test_refuses_a_mark_of_its_own_with_a_message():
@@ -136,3 +155,14 @@ def test_make_test_refuses_a_mark_of_its_own_with_a_message():
     res = subprocess.run(["bash", str(ROOT / "scripts" / "test.sh"), sys.executable, "-m", "slow"],
                          capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and "may not hold -m" in res.stderr and "-k" in res.stderr
+
+
+def test_the_test_room_script_says_how_to_call_it():
+    """scripts/test_room.py takes `up` or `remove`: does anything else get its usage and 2, with
+    no room touched?"""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "test_room.py"), "down"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "usage: test_room.py up | remove" in res.stderr and not res.stdout
