@@ -27,6 +27,9 @@ if "$py" -m pytest --collect-only -q -m "classroom and not alone" "$@" > /dev/nu
     room=$("$py" scripts/test_room.py up) || exit 1
     if [ "$room" = made ]; then
         export HPCLAB_TEST_ROOM_MADE=1
+        echo "make test: made a classroom (3 students, 1 instructor) for the room's tests; removed at the end"
+    else
+        echo "make test: the room's tests use the classroom that is here, and keep it"
     fi
 fi
 HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n 2 --dist loadfile "$@"

@@ -181,9 +181,6 @@ ALONE = (
     "tests/test_adaptive_runs.py::test_real_rounds_alternate_and_stop_when_decided",
     "tests/test_replay_fidelity.py",            # a replay against the measured time
     "tests/trace/test_rest_real.py",            # fits a model to a real ping-pong
-    # checks that nothing in the checkout's labs/ changed while it graded, and a lab notebook run
-    # beside it writes its runs into labs/<lab>/data/
-    "tests/test_grading.py::test_simulated_class_gets_the_expected_grades",
     # the notebooks and labs that run on virtual nodes (hpclab.site.multinode)
     "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/02-transports.ipynb]",
     "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/02b-collectives.ipynb]",

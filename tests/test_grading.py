@@ -207,6 +207,27 @@ def test_shared_exchange_is_left_to_its_administrator(tmp_path, monkeypatch):
     assert not (tmp_path / "nbgrader-exchange").exists() and not (tmp_path / "shared").exists()
 
 
+def test_the_guard_sees_a_labs_sources_change_but_not_the_runs_its_notebook_packs(tmp_path):
+    """The simulated class checks that autograde left every lab's sources as they were, while a
+    lab notebook run meanwhile (make test runs two tests at a time) packs its runs into
+    labs/<lab>/data/: is an edit of a source, of a file at labs/ top level or a new file seen,
+    and a new run in data/ not?"""
+    labs = tmp_path / "labs"
+    (labs / "lab-x" / "data").mkdir(parents=True)
+    (labs / "lab-x" / "lab-x.ipynb").write_text("{}")
+    (labs / "README.md").write_text("labs")
+    guarded = {"labs": labs, "lab:lab-x": labs / "lab-x"}
+    before = demo._snapshot(guarded)
+    (labs / "lab-x" / "data" / "runs.json").write_text("[]")
+    assert demo._snapshot(guarded) == before
+    for edit in (lambda: (labs / "lab-x" / "lab-x.ipynb").write_text("{ }"),
+                 lambda: (labs / "README.md").write_text("changed"),
+                 lambda: (labs / "lab-x" / "SNOOP").write_text("")):
+        edit()
+        assert demo._snapshot(guarded) != before
+        before = demo._snapshot(guarded)
+
+
 @pytest.mark.cluster
 def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
     """Graded for real by nbgrader in one run, does every simulated student, the hostile wing

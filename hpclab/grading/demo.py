@@ -204,13 +204,16 @@ def _checksums(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
 
 def _guarded(course: Path, runs: dict[str, Path], runs_root: Path | None = None) -> dict[str, Path]:
     """What autograde must leave byte-identical: the course tree apart from what autograde
-    writes, the runs the class packed, the lab sources, the package, the venv's site-packages
-    top level (a .pth there would run in the grader), the cluster's configuration."""
+    writes, the runs the class packed, each lab's sources (not the runs its notebook packs into
+    its data/ folder, git-ignored: a lab run meanwhile writes there), the package, the venv's
+    site-packages top level (a .pth there would run in the grader), the cluster's configuration."""
     import site
 
     # the package: the modules the grader itself runs (other modules may be edited meanwhile)
     pkg = paths.package_dir()
-    out = {"course": course, "labs": pipeline._labs_dir(),
+    labs = pipeline._labs_dir()
+    out = {"course": course, "labs": labs,
+           **{f"lab:{d.name}": d for d in sorted(labs.iterdir()) if d.is_dir()},
            **{f"package:{m}": pkg / f"{m}.py" for m in ("__init__", "grading/__init__", "grading/__main__",
                                                          "grading/pipeline", "grading/references",
                                                          "grading/answers", "grading/preprocessors", "grading/sandbox")},
@@ -229,9 +232,12 @@ def _snapshot(guarded: dict[str, Path]) -> dict[str, dict]:
     skip = {"course": ("autograded", "feedback", "gradebook.db", "logs", "grades.csv")}
     out = {}
     for name, root in guarded.items():
-        if name.startswith("site:"):       # top level only (tens of thousands of files below)
-            out[name] = {str(p): _checksums(p).get(str(p), "") for p in sorted(root.glob("*"))
-                         if p.is_file()}
+        if name.startswith("site:") or name == "labs":
+            # top level only: below site-packages lie tens of thousands of files, below labs/ the
+            # labs, each an entry of its own
+            out[name] = {str(p): _checksums(p).get(str(p), "") for p in sorted(root.glob("*")) if p.is_file()}
+        elif name.startswith("lab:"):
+            out[name] = _checksums(root, ("data",))
         else:
             out[name] = _checksums(root, skip.get(name, ()))
     return out
