@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # make test, in two parts on the running cluster (usage: scripts/test.sh PYTHON [pytest args]):
-#  1. every test not marked `alone`, two at a time (pytest-xdist, a test file's tests in one worker
-#     so its fixtures are made once). HPCLAB_CLUSTER_SHARED is set: hpclab then refuses to restart,
-#     stop or reshape the cluster under the other worker's jobs (hpclab/cluster/local.py), so a test
-#     that would do so fails with that message instead of failing the other test at random.
+#  1. every test not marked `alone`, HPCLAB_TEST_WORKERS (default 4) at a time (pytest-xdist, a test
+#     file's tests in one worker so its fixtures are made once). Most of a test's time is spent
+#     waiting on a job, a kernel or a browser, so more workers than cores pay: on the 2-core VM
+#     this part took 1083 s with 2 workers and 885 s with 3 (README: make test's times).
+#     HPCLAB_CLUSTER_SHARED is set: hpclab then refuses to restart, stop or reshape the cluster
+#     under the other workers' jobs (hpclab/cluster/local.py), so a test that would do so fails
+#     with that message instead of failing another test at random.
 #     The classroom's tests run here too, all in one worker (tests/conftest.py), on a room made
 #     before this part (scripts/test_room.py: making one restarts the controller), removed after
 #     part 2 unless a test removed it; a room that was here already is used and kept.
@@ -32,7 +35,7 @@ if "$py" -m pytest --collect-only -q -m "classroom and not alone" "$@" > /dev/nu
         echo "make test: the room's tests use the classroom that is here, and keep it"
     fi
 fi
-HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n 2 --dist loadfile "$@"
+HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n "${HPCLAB_TEST_WORKERS:-4}" --dist loadfile "$@"
 first=$?
 "$py" -m pytest -m alone "$@"
 second=$?
