@@ -112,7 +112,6 @@ SLOW_WITHOUT_CLUSTER = (
     "tests/test_codelab.py::test_a_seeded_mistake_fails_with_feedback_that_names_it",
     "tests/test_codelab.py::test_the_reference_solution_passes_under_every_installed_library",
     "tests/test_codelab.py::test_the_sizes_at_which_the_deadlock_hangs_still_hold",
-    "tests/test_codelab.py::test_an_unprivileged_grader_still_names_where_each_rank_hung",
     "tests/test_course.py::test_runner_reports_failures_and_keeps_earlier_reports",
     "tests/test_fidelity.py::test_course_run_writes_fidelity_json_and_the_table",
     "tests/test_grading.py::test_new_course_has_an_exchange_nbgrader_accepts",
@@ -181,6 +180,9 @@ ALONE = (
     "tests/test_adaptive_runs.py::test_real_rounds_alternate_and_stop_when_decided",
     "tests/test_replay_fidelity.py",            # a replay against the measured time
     "tests/trace/test_rest_real.py",            # fits a model to a real ping-pong
+    # its memory bomb must meet the sandbox's memory limit within a cell's 10 s: with four workers
+    # beside it, the time limit came first (2026-12-07)
+    "tests/test_grading.py::test_simulated_class_gets_the_expected_grades",
     # the notebooks and labs that run on virtual nodes (hpclab.site.multinode)
     "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/02-transports.ipynb]",
     "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/02b-collectives.ipynb]",

@@ -276,25 +276,6 @@ def test_a_course_made_before_a_lab_gains_its_source(tmp_path):
     assert pipeline.add_labs(course, ["code-pingpong"]) == []
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="hands the files to the room's grader account: needs root")
-def test_a_rooms_course_made_before_a_lab_gains_it_as_the_graders(classroom, tmp_path):
-    """When a room's course folder exists (made before the lab was written), does preparing the
-    room again add the lab's source, owned by the grader's account and private to its group?
-    (The session's classroom makes the grader's account.)"""
-    import pwd
-
-    from hpclab.classroom import grading_room, record
-    from hpclab.classroom.layout import ClassroomLayout
-    from hpclab.grading import pipeline
-
-    lay = ClassroomLayout(root=tmp_path)
-    pipeline.init_course(lay.nbgrader_course, labs=["code-deadlock"])
-    grading_room._make_course(lay, record.load(tmp_path / "record.json"))
-    new = lay.nbgrader_course / "source" / "code-pingpong" / "pingpong_loop.c"
-    assert pwd.getpwuid(new.stat().st_uid).pw_name == grading_room.GRADER
-    assert new.stat().st_mode & 0o777 == 0o660 and new.parent.stat().st_mode & 0o7777 == 0o2770
-
-
 # --- building and running -------------------------------------------------------------------------
 
 needs_sandbox = pytest.mark.skipif(sandbox.mode() is None, reason="no sandbox here (bwrap, user namespaces)")
@@ -448,41 +429,6 @@ def test_the_command_line_runs_a_program_with_its_own_options(capsys):
     text = capsys.readouterr().out
     assert code == 0 and "--sizes 0,8 --reps 3 --warmup 1: exit code 0" in text
     assert "rank 0: payload right at every size" in text and "rank 1: timing right at every size" in text
-
-
-ROOM_PYTHON = Path("/opt/hpclab/classroom/venv/bin/python")   # Debian's python3 with the course's packages
-
-
-@needs_sandbox
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become the room's grader account")
-def test_an_unprivileged_grader_still_names_where_each_rank_hung(classroom):
-    """Graded by the room's grader account, not root (bubblewrap's user namespace), from the
-    course copy students read (which holds the labs' drivers, not their solutions: the reference
-    comes from the instructors' folder), does a hung submission still name each rank's call and
-    line? (gdb reads the program from outside: through /proc/PID/root it may not, there.)"""
-    import subprocess
-    import tempfile
-
-    from hpclab.classroom.grading_room import GRADER
-
-    folder = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="hpclab-test-"))   # the grader reaches it
-    try:
-        shutil.copy(MISTAKES / "code-deadlock" / "wrong_tag.c", folder / "swap.c")
-        folder.chmod(0o777)
-        (folder / "swap.c").chmod(0o666)
-        done = subprocess.run(["setpriv", f"--reuid={GRADER}", "--regid=hpclab-instructors", "--init-groups", "env",
-                               "HOME=/tmp", "TMPDIR=/tmp", "PATH=/usr/bin:/bin", str(ROOM_PYTHON),
-                               "-m", "hpclab.grading.codelab", "grade", "code-deadlock", str(folder), "--library",
-                               codelab.libraries()[0].name], capture_output=True, text=True, timeout=300,
-                              cwd="/tmp")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    assert "the tags do not match" in done.stdout, done.stdout + done.stderr
-    assert "at swap.c:7 in swap()" in done.stdout
-    # the solution the reference is built from is the instructors', not in the students' course copy
-    assert (classroom.instructors / "labs" / "code-deadlock" / "swap.c").is_file()
-    assert not (classroom.course / "labs" / "code-deadlock" / "swap.c").exists()
-    assert (classroom.course / "labs" / "code-deadlock" / "main.c").is_file()
 
 
 @needs_sandbox

@@ -138,7 +138,7 @@ def test_make_test_runs_the_shared_part_two_at_a_time_then_the_alone_part():
     rule = re.search(r"^test:(.*)\n((?:\t.*\n)+)", make, re.M)
     assert rule and "scripts/test.sh" in rule.group(2)
     script = (ROOT / "scripts" / "test.sh").read_text()
-    assert 'HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n "${HPCLAB_TEST_WORKERS:-4}"' in script
+    assert 'HPCLAB_CLUSTER_SHARED=1 "$py" -m pytest -m "not alone" -n "${HPCLAB_TEST_WORKERS:-3}"' in script
     assert '"$py" -m pytest -m alone "$@"' in script
     # the room the classroom's tests share is made before the first part, when they are selected
     room = script.index('scripts/test_room.py up')
