@@ -5,15 +5,19 @@ is a temporary one, and every daemon's start and stop fails the test if reached.
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from hpclab.cluster import local, vnodes
+from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 
 
 @pytest.fixture
 def shared(tmp_path, monkeypatch):
-    monkeypatch.setenv("HPCLAB_STATE", str(tmp_path / "cluster"))
+    state = tmp_path / "cluster"
+    monkeypatch.setenv("HPCLAB_STATE", str(state))
     monkeypatch.setenv(local.SHARED_ENV, "1")
 
     def reached(*args, **kwargs):
@@ -23,6 +27,9 @@ def shared(tmp_path, monkeypatch):
     monkeypatch.setattr(local, "slurmctld_daemon", reached)
     monkeypatch.setattr(local, "check_prerequisites", lambda: None)
     monkeypatch.setattr(vnodes, "_check_tools", lambda: None)
+    yield
+    # the layout's folders include one under /var/lib/hpclab for this temporary state folder
+    shutil.rmtree(paths.daemon_state_dir(state), ignore_errors=True)
 
 
 def test_down_is_refused_and_says_why(shared):
