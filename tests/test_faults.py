@@ -53,6 +53,20 @@ def _slow_template(tmp_path, monkeypatch, seconds):
     monkeypatch.setenv("HPCLAB_TEMPLATES", str(d))
 
 
+def _gated_template(tmp_path, monkeypatch) -> Path:
+    """Kernel templates whose job waits for a file before the kernel runs; returns the file. The
+    test creates it once the cluster is whole again: a job step (srun) started while the
+    controller is down waits about two minutes before it asks again (139-149 s against 22 s
+    for the same test when a fixed sleep let srun start during the restart)."""
+    gate = tmp_path / "go"
+    d = tmp_path / "tpl"
+    d.mkdir(exist_ok=True)
+    (d / "poisson.sh.j2").write_text('{% extends "preamble.sh.j2" %}\n{% block before_run %}\n'
+                                     f"while [ ! -e {gate} ]; do sleep 0.2; done\n{{% endblock %}}\n")
+    monkeypatch.setenv("HPCLAB_TEMPLATES", str(d))
+    return gate
+
+
 def _await(done, limit: float, what: str) -> None:
     """Poll done() every 0.1 s until it is true; fail saying what was awaited after `limit` s."""
     end = time.monotonic() + limit
@@ -83,7 +97,7 @@ def test_controller_kill9_mid_job_then_up_job_completes(runs_root, tmp_path, mon
     """slurmctld killed (-9) `after` s into a running job, `hpclab cluster up`: does the job end
     completed and validated, its run folder complete, and is a requeue recorded, not a timeout?"""
     need("poisson")
-    _slow_template(tmp_path, monkeypatch, 12)
+    gate = _gated_template(tmp_path, monkeypatch)
     (run,) = experiment.run(make_spec(POISSON), wait=False, progress=False)
     _wait_running(run)
     time.sleep(after)
@@ -91,6 +105,7 @@ def test_controller_kill9_mid_job_then_up_job_completes(runs_root, tmp_path, mon
     t0 = time.monotonic()
     local.up()
     print(f"up after kill -9: {time.monotonic() - t0:.1f} s")
+    gate.touch()
     experiment.wait_for([run], timeout=300, progress=False)
     print(f"kill -9 at {after} s: job ended {time.monotonic() - t0:.1f} s after the kill")
     st = run.folder.status()
