@@ -43,14 +43,19 @@ def need(kernel):
         pytest.skip(f"build/bin/{kernel} not built (make -C src)")
 
 
-def _slow_template(tmp_path, monkeypatch, seconds):
-    """Kernel templates whose job sleeps `seconds` before the kernel runs, so a fault can strike
-    while the job is running."""
+def _template_before_run(tmp_path, monkeypatch, shell: str) -> None:
+    """Kernel templates whose job runs `shell` before the kernel."""
     d = tmp_path / "tpl"
     d.mkdir(exist_ok=True)
     (d / "poisson.sh.j2").write_text('{% extends "preamble.sh.j2" %}\n{% block before_run %}\n'
-                                     f"sleep {seconds}\n{{% endblock %}}\n")
+                                     f"{shell}\n{{% endblock %}}\n")
     monkeypatch.setenv("HPCLAB_TEMPLATES", str(d))
+
+
+def _slow_template(tmp_path, monkeypatch, seconds):
+    """Kernel templates whose job sleeps `seconds` before the kernel runs, so a fault can strike
+    while the job is running."""
+    _template_before_run(tmp_path, monkeypatch, f"sleep {seconds}")
 
 
 def _gated_template(tmp_path, monkeypatch) -> Path:
@@ -59,11 +64,7 @@ def _gated_template(tmp_path, monkeypatch) -> Path:
     controller is down waits about two minutes before it asks again (139-149 s against 22 s
     for the same test when a fixed sleep let srun start during the restart)."""
     gate = tmp_path / "go"
-    d = tmp_path / "tpl"
-    d.mkdir(exist_ok=True)
-    (d / "poisson.sh.j2").write_text('{% extends "preamble.sh.j2" %}\n{% block before_run %}\n'
-                                     f"while [ ! -e {gate} ]; do sleep 0.2; done\n{{% endblock %}}\n")
-    monkeypatch.setenv("HPCLAB_TEMPLATES", str(d))
+    _template_before_run(tmp_path, monkeypatch, f"while [ ! -e {gate} ]; do sleep 0.2; done")
     return gate
 
 
@@ -103,9 +104,11 @@ def test_controller_kill9_mid_job_then_up_job_completes(runs_root, tmp_path, mon
     time.sleep(after)
     os.kill(_slurmctld_pid(), signal.SIGKILL)
     t0 = time.monotonic()
-    local.up()
+    try:
+        local.up()
+    finally:
+        gate.touch()  # also when up failed: the job then ends instead of waiting out its time limit
     print(f"up after kill -9: {time.monotonic() - t0:.1f} s")
-    gate.touch()
     experiment.wait_for([run], timeout=300, progress=False)
     print(f"kill -9 at {after} s: job ended {time.monotonic() - t0:.1f} s after the kill")
     st = run.folder.status()
