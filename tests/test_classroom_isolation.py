@@ -70,10 +70,11 @@ def test_jobs_run_as_the_student_and_others_can_neither_see_nor_cancel_them(clas
     assert job.returncode == 0, job.stderr
     job_id = job.stdout.strip().split(";")[0]
     try:
+        # slurmd creates the output file before the job's first line reaches it: wait for the line
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not out.exists():
+        while time.monotonic() < deadline and not (out.exists() and out.read_text().strip()):
             time.sleep(0.5)
-        assert out.read_text().split()[0] == "student01"
+        assert out.read_text().split()[:1] == ["student01"], f"job {job_id} wrote {out.read_text()!r} in 30 s"
         assert out.stat().st_uid == accounts.uid("student01")
         seen = as_user("student02", ["squeue", "-h", "-o", "%i %u"]).stdout
         assert job_id not in seen, "PrivateData=jobs hides other students' jobs"
