@@ -180,9 +180,6 @@ ALONE = (
     "tests/test_adaptive_runs.py::test_real_rounds_alternate_and_stop_when_decided",
     "tests/test_replay_fidelity.py",            # a replay against the measured time
     "tests/trace/test_rest_real.py",            # fits a model to a real ping-pong
-    # its memory bomb must meet the sandbox's memory limit within a cell's 10 s: with four workers
-    # beside it, the time limit came first (2026-12-07)
-    "tests/test_grading.py::test_simulated_class_gets_the_expected_grades",
     # the notebooks and labs that run on virtual nodes (hpclab.site.multinode)
     "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/02-transports.ipynb]",
     "tests/test_notebooks.py::test_notebook_runs_clean[notebooks/02b-collectives.ipynb]",

@@ -31,12 +31,15 @@ pytestmark = [pytest.mark.cluster, pytest.mark.classroom]
 LAB = lessons.get("pingpong_lab").lab
 STUDENT = "student03"
 MISTAKES = paths.repo() / "tests" / "data" / "codelabs"
-# what a student's own runs are, made as the student from their lab folder (the notebook's cell)
+# what a student's own runs are, made as the student from their lab folder (the notebook's cell),
+# three rounds of them: the adaptive rule's whole course (up to 20 rounds, 90 s in make test) is
+# the lab notebook's test; here the runs need only be the student's and graded (the agreement
+# parts are then lost: fewer rounds than the rule's end)
 MEASURE = (
     "import json, pathlib\n"
     "from hpclab.course.lessons import pingpong_lab as L\n"
     "from hpclab.grading import codelab\n"
-    "d = codelab.own_runs(L.LAB, ('kernel', 'student'), L.MEASURE, L.MAX_ROUNDS, until=L.enough)\n"
+    "d = codelab.own_runs(L.LAB, ('kernel', 'student'), L.MEASURE, 3)\n"
     "pathlib.Path('data').mkdir(exist_ok=True)\n"
     "pathlib.Path('data/runs.json').write_text(json.dumps(d))\n"
     "print(len(d['runs']) // 2, 'rounds;', ' '.join(L.said(d, s) for s in L.SIZES))\n"
@@ -56,7 +59,7 @@ def _line(out: str, student: str) -> str:
 def test_a_code_labs_round_in_the_room(classroom):
     """Is the ping-pong lab released with the starter (no solution), do the student's own runs
     work as the student, and does collect grade the submission as the room's grader: the
-    payload and loop parts in full (4 points), the agreement parts as the student's runs decide?"""
+    payload and loop parts in full (4 points), the agreement parts lost to the runs cut short?"""
     lay = classroom   # `classroom up` (the fixture): the course copy, the labs' solutions, the lab's source
     assert (lay.nbgrader_course / "source" / LAB / "pingpong_loop.c").is_file()
     r = _classroom("release", LAB)
@@ -83,8 +86,7 @@ def test_a_code_labs_round_in_the_room(classroom):
         assert r.returncode == 0, r.stdout + r.stderr
         print(r.stdout)
         line = _line(r.stdout, STUDENT)
-        m = re.fullmatch(r"collected \(submitted .+\), autograded: (\d+) / 6", line)
-        assert m and int(m.group(1)) >= 4, line
+        assert re.fullmatch(r"collected \(submitted .+\), autograded: 4 / 6", line), line
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -238,7 +238,9 @@ def test_simulated_class_gets_the_expected_grades(real_runs, tmp_path):
     at a time (each submission its own nbgrader in its own sandbox), and the expected cells are
     exact, so this is also the proof that parallel grading gives what one grader would."""
     root = next(iter(real_runs.values())).parent.parent
-    result = demo.run_demo(tmp_path / "course", timeout=10, runs_root=root, jobs=2)
+    # 20 s a cell: the memory bomb must meet the sandbox's memory limit before the time limit, and
+    # beside make test's other workers it once took more than 10 s (2026-12-07)
+    result = demo.run_demo(tmp_path / "course", timeout=20, runs_root=root, jobs=2)
     print("\n".join(result["lines"]))
     assert result["changed"] == [] and result["untouched"]
     assert result["jobs"] == []
