@@ -23,7 +23,7 @@ from hpclab.tools import interactive
 from hpclab.site import profile as site_mod
 from hpclab.core.errors import HpclabError
 from hpclab.tools.interactive import MPIEngines
-from hpclab.site import ompi
+from hpclab.site import ompi, slurm
 from hpclab.core import paths
 from hpclab.runs.folder import KINDS
 
@@ -36,6 +36,33 @@ def test_bad_rank_counts_are_refused(ranks):
     """Is a rank count that is not a whole number >= 1 refused with a clear message?"""
     with pytest.raises(HpclabError, match="ranks must be a whole number"):
         MPIEngines(ranks=ranks, site="example-cluster")
+
+
+def test_a_queued_engines_job_is_news_on_stdout_not_an_error(tmp_path, monkeypatch, capsys):
+    """While the engines' job waits in the queue, is the learner told once, on stdout (a notebook
+    shows stderr as a failure; make test's other workers held the cores once), and do the
+    engines still start once it runs?"""
+    engines = MPIEngines(ranks=2, site="example-cluster")
+    engines.session_dir, engines.job_id, engines.jobs = tmp_path, "78", ["78"]
+    clock = iter(float(t) for t in range(100))
+    monkeypatch.setattr(interactive.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(interactive.time, "sleep", lambda s: None)
+    states, now = iter(["pending"] * 8 + ["running"] * 3), {}
+
+    def job_states(ids):
+        now["state"] = next(states)
+        return {"78": slurm.JobInfo("78", now["state"], now["state"].upper(), reason="Resources")}
+    monkeypatch.setattr(interactive.slurm, "job_states", job_states)
+
+    class Client:   # the controller's view of the engines: both registered once the job runs
+        @property
+        def ids(self):
+            return [0, 1] if now.get("state") == "running" else []
+    engines.client = Client()
+    engines._wait_for_engines()
+    out = capsys.readouterr()
+    assert out.err == ""
+    assert out.out.count("engines job 78 is waiting in the queue (Resources)") == 1
 
 
 def test_more_ranks_than_cores_are_refused():

@@ -223,8 +223,10 @@ class MPIEngines:
                     "fix what the log says (site profile, MPI launcher) and start again")
             if info is not None and info.state == "pending":
                 if not told and now > t0 + 5:
+                    # news, not an error: on stdout (a notebook shows stderr as a failure, and
+                    # a shared cluster's queue is no fault of the learner's)
                     print(f"engines job {self.job_id} is waiting in the queue ({info.reason or 'pending'}): "
-                          "other jobs hold the cores", file=sys.stderr)
+                          "other jobs hold the cores", flush=True)
                     told = True
                 if now > t0 + self.queue_timeout:
                     raise HpclabError(
