@@ -1,0 +1,36 @@
+"""The reference analysis runs once per lab folder and state of its packed data: a lab's test
+cells ask for the same answers several times, and each fresh process costs about a second."""
+
+from __future__ import annotations
+
+import subprocess
+
+from hpclab.course import lessons
+from hpclab.grading import labdata, references
+
+
+def test_the_answers_are_computed_once_per_state_of_the_packed_data(tmp_path, monkeypatch):
+    lab = lessons.labs()[0]
+    data = labdata.data_dir(tmp_path)
+    data.mkdir()
+    (data / labdata.MANIFEST).write_text('{"runs": {}}')
+    calls = []
+
+    def fresh_process(argv, what, **kw):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, stdout=f'{{"answer": {len(calls)}}}', stderr="")
+    monkeypatch.setattr(references.commands, "run", fresh_process)
+    monkeypatch.setattr(references, "REFERENCE_CACHE", {})
+    assert references.reference(lab, tmp_path) == {"answer": 1}
+    assert references.reference(lab, tmp_path) == {"answer": 1}
+    assert len(calls) == 1
+    # a run packed again (a file added, or one rewritten): new answers
+    (data / "run-1").mkdir()
+    (data / "run-1" / "result.json").write_text("{}")
+    assert references.reference(lab, tmp_path) == {"answer": 2}
+    (data / "run-1" / "result.json").write_text('{"edited": 1}')
+    assert references.reference(lab, tmp_path) == {"answer": 3}
+    # with the cache off (None), every call is a fresh process
+    monkeypatch.setattr(references, "REFERENCE_CACHE", None)
+    references.reference(lab, tmp_path)
+    assert len(calls) == 4
