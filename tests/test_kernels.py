@@ -291,6 +291,19 @@ def test_pingpong_payload_arrives_intact_at_every_size(bins, tmp_path):
         assert math.isclose(row["mbytes_per_sec"], row["bytes"] / row["t_usec"], rel_tol=1e-9)
 
 
+def test_pingpong_runs_only_the_listed_sizes_in_their_order(bins, tmp_path):
+    """With --sizes, does the ping-pong run those sizes alone, in the order given, checked on
+    arrival, with the sweep's repetitions (1000 at 0 B, 10 at 4 MiB: 40 MiB a size), and report
+    the smallest and largest?"""
+    p, doc = run_json(bins, tmp_path, "pingpong", ["--sizes", "1000,0,4194304"])
+    res = doc["results"]
+    assert [r["bytes"] for r in res["rows"]] == [1000, 0, 4 << 20]
+    assert [r["repetitions"] for r in res["rows"]] == [1000, 1000, 10]
+    assert res["check_payload"] is True and doc["validation"]["ok"]
+    keys = key_block(p.stdout)[0]
+    assert (keys["min_bytes"], keys["max_bytes"], keys["sizes"]) == ("0", str(4 << 20), "3")
+
+
 def test_pingpong_no_check_is_reported(bins, tmp_path):
     """Does --no-check show up in the report, so unchecked numbers are never mistaken?"""
     p, doc = run_json(bins, tmp_path, "pingpong", ["--max-bytes", "8", "--no-check"])
@@ -434,6 +447,9 @@ BAD_INPUT = [
     ("pingpong", ["--bogus"], 2, "--bogus"),
     ("pingpong", ["--max-bytes", "abc"], None, "--max-bytes"),
     ("pingpong", [], None, "-np"),
+    ("pingpong", ["--sizes", "0,,8"], None, "--sizes"),
+    ("pingpong", ["--sizes", "0,2147483648"], None, "--sizes"),
+    ("pingpong", ["--sizes", "8", "--max-bytes", "64"], None, "--sizes"),
     ("stream", ["--size", "0"], None, "--size"),
     ("stream", ["--size", "60000000000"], 2, "--size"),  # ~1.4 TB: more than any course VM
     ("stream", ["--reps", "1"], None, "--reps"),

@@ -1,6 +1,6 @@
 /* pingpong: IMB-style PingPong between ranks 0 and 1 (or every even/odd pair with --pairs).
-   For each message size (0 B, then 1 B .. --max-bytes in powers of two) the pair exchanges the
-   message back and forth; t is half the round trip (IMB convention). The report also says which
+   For each message size (0 B, then 1 B .. --max-bytes in powers of two, or the list --sizes
+   gives) the pair exchanges the message back and forth; t is half the round trip (IMB convention). The report also says which
    Open MPI components (PML, BTLs or MTL) carried this run's traffic, read from the library. */
 #include <mpi.h>
 #include <stdint.h>
@@ -31,11 +31,16 @@
 #endif
 
 static const char *ALLOWED =
-    "--max-bytes N (0..1073741824), --reps N (1..10000000), --warmup N (0..1000000), "
-    "--pairs, --no-check, --json FILE, --help";
+    "--max-bytes N (0..1073741824), --sizes a,b,... (each 0..1073741824), --reps N (1..10000000), "
+    "--warmup N (0..1000000), --pairs, --no-check, --json FILE, --help";
+
+/* --sizes: at most this many, in the order given */
+#define MAX_LISTED_SIZES 64
 
 typedef struct {
     long long max_bytes;
+    long long listed[MAX_LISTED_SIZES]; /* --sizes, in order; nlisted 0: the power-of-two sweep */
+    int nlisted;
     long long reps;   /* 0: size-dependent default */
     long long warmup; /* -1: size-dependent default */
     int pairs, check;
@@ -44,10 +49,12 @@ typedef struct {
 
 static void usage(void)
 {
-    printf("usage: pingpong [--max-bytes N] [--reps N] [--warmup N] [--pairs] [--no-check] "
-           "[--json FILE]\n"
+    printf("usage: pingpong [--max-bytes N | --sizes a,b,...] [--reps N] [--warmup N] [--pairs] "
+           "[--no-check] [--json FILE]\n"
            "  IMB-style PingPong between ranks 0 and 1 (all even/odd pairs with --pairs).\n"
            "  --max-bytes N  largest message in bytes (default %lld)\n"
+           "  --sizes LIST   these sizes in bytes, in this order, instead of the sweep (a comparison\n"
+           "                 at two sizes need not pay for the twenty between them)\n"
            "  --reps N       repetitions for every size (default: %d, fewer above %lld bytes)\n"
            "  --warmup N     untimed round trips before each size (default: reps/10, at least 2;\n"
            "                 1000 more before the first size)\n"
@@ -59,12 +66,29 @@ static void usage(void)
 
 static options parse(int argc, char **argv, int rank)
 {
-    options o = {PINGPONG_MAX_BYTES, 0, -1, 0, 1, NULL};
+    options o = {.max_bytes = PINGPONG_MAX_BYTES, .reps = 0, .warmup = -1, .check = 1};
+    int max_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--max-bytes"))
+        if (!strcmp(a, "--max-bytes")) {
             o.max_bytes = hpc_arg_ll(a, hpc_arg_value(argc, argv, &i, ALLOWED), 0, 1LL << 30, "0..1073741824");
-        else if (!strcmp(a, "--reps"))
+            max_given = 1;
+        } else if (!strcmp(a, "--sizes")) {
+            const char *list = hpc_arg_value(argc, argv, &i, ALLOWED);
+            char item[32];
+            o.nlisted = 0;
+            for (const char *p = list;; p++) {
+                const char *comma = strchr(p, ',');
+                size_t len = comma ? (size_t)(comma - p) : strlen(p);
+                if (len == 0 || len >= sizeof item || o.nlisted == MAX_LISTED_SIZES)
+                    hpc_usage_error(a, "a list of 1 to 64 sizes in bytes, comma-separated", ALLOWED);
+                memcpy(item, p, len);
+                item[len] = '\0';
+                o.listed[o.nlisted++] = hpc_arg_ll(a, item, 0, 1LL << 30, "each 0..1073741824");
+                if (!comma) break;
+                p = comma;
+            }
+        } else if (!strcmp(a, "--reps"))
             o.reps = hpc_arg_ll(a, hpc_arg_value(argc, argv, &i, ALLOWED), 1, 10000000, "1..10000000");
         else if (!strcmp(a, "--warmup"))
             o.warmup = hpc_arg_ll(a, hpc_arg_value(argc, argv, &i, ALLOWED), 0, 1000000, "0..1000000");
@@ -80,6 +104,13 @@ static options parse(int argc, char **argv, int rank)
             exit(0);
         } else
             hpc_usage_error(a, "unknown argument", ALLOWED);
+    }
+    if (o.nlisted && max_given)
+        hpc_usage_error("--sizes", "--sizes and --max-bytes both choose the sizes", "one of them");
+    if (o.nlisted) {
+        o.max_bytes = 0;
+        for (int s = 0; s < o.nlisted; s++)
+            if (o.listed[s] > o.max_bytes) o.max_bytes = o.listed[s];
     }
     return o;
 }
@@ -139,11 +170,14 @@ int main(int argc, char **argv)
                           "a smaller size");
 
     int nsizes = 1;
-    for (long long b = 1; b <= o.max_bytes; b *= 2) nsizes++;
+    if (o.nlisted)
+        nsizes = o.nlisted;
+    else
+        for (long long b = 1; b <= o.max_bytes; b *= 2) nsizes++;
     long long *bytes = calloc((size_t)nsizes, sizeof *bytes);
     long long *reps = calloc((size_t)nsizes, sizeof *reps);
     double *t_pair = calloc((size_t)nsizes * (size_t)(npairs ? npairs : 1), sizeof *t_pair);
-    for (int s = 1; s < nsizes; s++) bytes[s] = 1LL << (s - 1);
+    for (int s = 0; s < nsizes; s++) bytes[s] = o.nlisted ? o.listed[s] : (s ? 1LL << (s - 1) : 0);
 
     /* Does rank 1 run on rank 0's node? The transport report needs it when MPI_T alone must
        tell which BTL carried pair 0's traffic (transport.c); only that pair takes part. */
@@ -206,7 +240,10 @@ int main(int argc, char **argv)
                     "IMB-style PingPong; t = half round trip; MB = 10^6 bytes; not an IMB result",
                     argc, argv, 1);
     rep.json_path = o.json;
-    hpc_kv_int(&rep, "min_bytes", 0);
+    long long min_bytes = bytes[0];
+    for (int s = 1; s < nsizes; s++)
+        if (bytes[s] < min_bytes) min_bytes = bytes[s];
+    hpc_kv_int(&rep, "min_bytes", min_bytes);
     hpc_kv_int(&rep, "max_bytes", o.max_bytes);
     hpc_kv_int(&rep, "sizes", nsizes);
     if (o.reps)
