@@ -53,3 +53,29 @@ def test_every_named_selection_is_a_valid_spec():
     specs = lesson_transports.specs(list(lesson_transports.SELECTIONS), repetitions=2)
     assert [s.label for s in specs] == list(lesson_transports.SELECTIONS)
     assert all(s.kernel == "pingpong" and s.repetitions == 2 for s in specs)
+
+
+def test_the_labs_runs_are_made_again_while_a_fit_puts_the_latency_below_zero(monkeypatch, capsys):
+    """Is a lab-transports role whose fit clamps the latency at 0 (a busy machine) measured
+    again, the others kept, at most LAB_ATTEMPTS runs of it, and the learner told why?"""
+    from types import SimpleNamespace
+
+    from hpclab.course.lessons import transports as lesson
+    from hpclab.jobs import experiment
+
+    made = []
+
+    def run(specs, **options):
+        made.append([s["label"] for s in specs])
+        return [SimpleNamespace(path=f"{s['label']}-{len(made)}") for s in specs]
+    monkeypatch.setattr(experiment, "run", run)
+    monkeypatch.setattr(lesson, "lab_fit_clamped", lambda path: path == "shm-1")
+    runs = lesson.measure_lab({"shm": "self,sm", "tcp": "self,tcp"})
+    assert made == [["shm", "tcp"], ["shm"]]
+    assert {role: run.path for role, run in runs.items()} == {"shm": "shm-2", "tcp": "tcp-1"}
+    assert "fit of the shm run put the latency below zero" in capsys.readouterr().out
+    made.clear()
+    monkeypatch.setattr(lesson, "lab_fit_clamped", lambda path: path.startswith("shm"))
+    lesson.measure_lab({"shm": "self,sm", "tcp": "self,tcp"})
+    assert made == [["shm", "tcp"], ["shm"], ["shm"]]
+    assert "3 runs did so: measure when it is quieter" in capsys.readouterr().out
