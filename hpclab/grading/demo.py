@@ -69,7 +69,7 @@ def attempt(kind: str) -> str:
 def demo_runs(root: str | Path | None = None) -> dict[str, Path]:
     """The real pingpong runs the demo class uses: {role: run folder}, the latest completed run
     of experiment DEMO_LAB per role under root (default runs/), made now on the local
-    cluster if missing or if its fit puts the latency below zero (transports.measure_lab)."""
+    cluster if missing or if its fit answers nothing (transports.measure_lab)."""
     root = Path(root or paths.runs_dir())
     found: dict[str, Path] = {}
     for entry in runs_folder.index(root) if root.exists() else []:
@@ -78,8 +78,8 @@ def demo_runs(root: str | Path | None = None) -> dict[str, Path]:
             found[entry["label"]] = root / DEMO_LAB / entry["run_id"]
     from hpclab.course.lessons import transports   # the fits (numpy, pandas): only here
 
-    # a run whose fit puts the latency below zero (a busy machine) answers nothing: made again
-    missing = [r for r in DEMO_ROLES if r not in found or transports.lab_fit_clamped(found[r])]
+    # a run whose fit answers nothing (a busy machine's) is made again
+    missing = [r for r in DEMO_ROLES if r not in found or transports.lab_fit_unusable(found[r])]
     if missing:
         from hpclab.site import ompi
 
