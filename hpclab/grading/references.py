@@ -42,7 +42,7 @@ def reference(lab: str, lab_dir: str | Path = ".") -> dict:
     key = (lab, str(folder), _data_state(folder))
     if REFERENCE_CACHE is not None and key in REFERENCE_CACHE:
         return json.loads(REFERENCE_CACHE[key])
-    proc = commands.run([sys.executable, "-I", "-m", "hpclab.grading.references", lab, str(Path(lab_dir).resolve())],
+    proc = commands.run([sys.executable, "-I", "-m", "hpclab.grading.references", lab, str(folder)],
                         f"run the reference analysis of {lab}", timeout=300,
                         env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")})
     if proc is None or proc.returncode != 0:

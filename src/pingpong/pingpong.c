@@ -1,7 +1,8 @@
 /* pingpong: IMB-style PingPong between ranks 0 and 1 (or every even/odd pair with --pairs).
    For each message size (0 B, then 1 B .. --max-bytes in powers of two, or the list --sizes
-   gives) the pair exchanges the message back and forth; t is half the round trip (IMB convention). The report also says which
-   Open MPI components (PML, BTLs or MTL) carried this run's traffic, read from the library. */
+   gives) the pair exchanges the message back and forth; t is half the round trip (IMB
+   convention). The report also says which Open MPI components (PML, BTLs or MTL) carried this
+   run's traffic, read from the library. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
