@@ -389,7 +389,7 @@ class Bench:
             stacks = {}
             if hung:
                 stacks = sample_stacks(proc.pid, self.build_.output, self.inside / self.build_.output)
-                _stop(proc)
+                _stop(proc, [st["pid"] for st in stacks.values()])
             else:
                 seconds = time.monotonic() - t0
         ranks = {}
@@ -412,14 +412,20 @@ def _tail(path: Path) -> str:
     return data.decode("utf-8", "replace")[-MAX_OUTPUT:]
 
 
-def _stop(proc) -> None:
-    """Stop a sandbox and everything in it (its PID namespace ends with its first process)."""
+def _stop(proc, ranks: list[int] = (), seconds: float = 5.0) -> None:
+    """Stop a sandbox and everything in it (its PID namespace ends with its first process), and
+    wait (at most `seconds`) until the ranks' processes `ranks` are gone: the kernel kills the
+    namespace's other processes as its first one exits, a moment after the launcher is reaped,
+    and a spinning rank must not burn a core after its run is over."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     proc.kill()
     proc.wait()
+    deadline = time.monotonic() + seconds
+    while any(Path(f"/proc/{pid}").exists() for pid in ranks) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 # --- where a hung rank is ------------------------------------------------------------------------
@@ -588,14 +594,15 @@ def _proc_state(pid: int) -> str:
 
 def sample_stacks(root: int, name: str, exe: Path | None = None) -> dict[int, dict]:
     """{rank: stack} of every rank called `name` below process `root`, sampled in parallel
-    (exe: the program's file, as for `stack`)."""
-    if not shutil.which("gdb"):
-        return {r: {"error": "gdb is not installed (make setup installs it); /proc says " + _proc_state(p)}
-                for r, p in rank_processes(root, name).items()}
+    (exe: the program's file, as for `stack`); each stack also holds the rank's "pid", as seen
+    from here."""
     procs = rank_processes(root, name)
+    if not shutil.which("gdb"):
+        return {r: {"error": "gdb is not installed (make setup installs it); /proc says " + _proc_state(p), "pid": p}
+                for r, p in sorted(procs.items())}
     with ThreadPoolExecutor(max_workers=max(1, len(procs))) as pool:
         stacks = dict(zip(procs, pool.map(lambda pid: stack(pid, exe), procs.values())))
-    return dict(sorted(stacks.items()))
+    return {r: {**stacks[r], "pid": procs[r]} for r in sorted(stacks)}
 
 
 # --- why a run failed ------------------------------------------------------------------------
