@@ -118,6 +118,16 @@ def test_interpretation_accepts_every_option_too_close_to_call():
 
 
 @pytest.mark.cluster
+def test_the_checks_own_reference_is_the_fresh_processes(lab, monkeypatch):
+    """Does the grader's check, computing the answers in its own process (COMPUTE_HERE), give
+    exactly what the fresh process gives on the same packed runs?"""
+    monkeypatch.setattr(references, "REFERENCE_CACHE", None)
+    apart = references.reference("lab-transports", lab)
+    monkeypatch.setattr(references, "COMPUTE_HERE", True)
+    assert references.reference("lab-transports", lab) == apart
+
+
+@pytest.mark.cluster
 def test_large_message_choice_follows_the_fitted_models(lab):
     """Is lab-transports' interpretation answer the transport whose Hockney fit predicts the
     shorter time for 1 MiB, the other one accepted only when the predictions are within the

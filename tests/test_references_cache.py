@@ -34,3 +34,27 @@ def test_the_answers_are_computed_once_per_state_of_the_packed_data(tmp_path, mo
     monkeypatch.setattr(references, "REFERENCE_CACHE", None)
     references.reference(lab, tmp_path)
     assert len(calls) == 4
+
+
+def test_the_graders_check_computes_in_its_own_process_and_says_what_failed(tmp_path, monkeypatch):
+    """In the grader's check (COMPUTE_HERE) no second process starts, and bad data end in the
+    same error as the fresh process gives."""
+    lab = lessons.labs()[0]
+    started = []
+    monkeypatch.setattr(references.commands, "run", lambda argv, *a, **kw: started.append(argv))
+    monkeypatch.setattr(references, "REFERENCE_CACHE", {})
+    monkeypatch.setattr(references, "COMPUTE_HERE", True)
+    monkeypatch.setattr(references, "compute", lambda lab, folder: {"lab": lab, "folder": str(folder)})
+    assert references.reference(lab, tmp_path) == {"lab": lab, "folder": str(tmp_path.resolve())}
+    assert started == []
+
+    def damaged(lab, folder):
+        raise ValueError("a column is missing")
+    monkeypatch.setattr(references, "compute", damaged)
+    monkeypatch.setattr(references, "REFERENCE_CACHE", {})
+    try:
+        references.reference(lab, tmp_path)
+    except references.HpclabError as exc:
+        assert exc.what == f"reference analysis of {lab} failed: ValueError: a column is missing"
+    else:
+        raise AssertionError("bad data gave answers")

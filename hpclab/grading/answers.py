@@ -121,6 +121,7 @@ def check_cells(cells: list[dict]) -> list[dict]:
     cells [{"id", "source", "values", "skipped", "problem"?}] -> [{"id", "passed", "stdout",
     "ename", "evalue", "traceback"}]. The current folder is the submission."""
     references.REFERENCE_CACHE = {}  # one reference analysis per submission, not one per cell
+    references.COMPUTE_HERE = True   # this process is fresh and runs no student code
     out = []
     for cell in cells:
         gid = cell["id"]

@@ -6,7 +6,8 @@ module (hpclab.course.lessons: a lesson's `lab` and `reference`); this module on
 computation where nothing a notebook did can touch it. `reference(lab, lab_dir)` runs it in a
 fresh Python process (`python -I -m hpclab.grading.references LAB LAB_DIR`, which prints the
 answers as JSON), so nothing a notebook patched in its own process changes them; once per lab
-folder and state of its packed data. The labs' test
+folder and state of its packed data. The grader's check, a fresh process no notebook ran in,
+computes them itself (COMPUTE_HERE). The labs' test
 cells call it (`from hpclab.grading import references`); an interpretation question accepts
 the options hpclab.course.quiz.accepted gives on a student's own numbers.
 """
@@ -35,13 +36,31 @@ def _known(lab: str) -> None:
 
 def reference(lab: str, lab_dir: str | Path = ".") -> dict:
     """Expected answers of a lab, recomputed from its packed runs by hpclab's analysis in a fresh
-    Python process. Returns a dict (keys per lab; times in us, rates in MB/s, sizes in bytes).
+    Python process (in the grader's check, which is one: in it). Returns a dict (keys per lab; times in us, rates in MB/s, sizes in bytes).
     Raises HpclabError (AssertionError-free) when the data are missing or not a real run's."""
     _known(lab)
     folder = Path(lab_dir).resolve()
     key = (lab, str(folder), _data_state(folder))
     if REFERENCE_CACHE is not None and key in REFERENCE_CACHE:
         return json.loads(REFERENCE_CACHE[key])
+    answer = _compute_here(lab, folder) if COMPUTE_HERE else _compute_apart(lab, folder)
+    if REFERENCE_CACHE is not None:
+        REFERENCE_CACHE[key] = answer
+    return json.loads(answer)
+
+
+def _compute_here(lab: str, folder: Path) -> str:
+    """The answers as JSON, computed in this process (the grader's check: see COMPUTE_HERE)."""
+    try:
+        return json.dumps(compute(lab, folder))
+    except Exception as exc:   # noqa: BLE001 - as the fresh process's last line would say it
+        msg = exc.one_line() if isinstance(exc, HpclabError) else f"{type(exc).__name__}: {exc}"
+        raise HpclabError(f"reference analysis of {lab} failed: {msg}",
+                          "the packed run data must be complete and unmodified") from None
+
+
+def _compute_apart(lab: str, folder: Path) -> str:
+    """The answers as JSON, computed by `main` in a fresh Python process."""
     proc = commands.run([sys.executable, "-I", "-m", "hpclab.grading.references", lab, str(folder)],
                         f"run the reference analysis of {lab}", timeout=300,
                         env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")})
@@ -49,15 +68,19 @@ def reference(lab: str, lab_dir: str | Path = ".") -> dict:
         msg = (proc.stderr.strip().splitlines() or ["no output"])[-1] if proc else "no answer within 300 s"
         raise HpclabError(f"reference analysis of {lab} failed: {msg}",
                           "the packed run data must be complete and unmodified")
-    if REFERENCE_CACHE is not None:
-        REFERENCE_CACHE[key] = proc.stdout
-    return json.loads(proc.stdout)
+    return proc.stdout
 
 
 # One analysis per lab folder and state of its packed data: a lab's test cells ask for the same
 # answers five to eight times (1.2 s of a fresh process each, measured in make test), and the
 # grader's check of a submission (hpclab.grading.answers) starts from an empty cache. None: none.
 REFERENCE_CACHE: dict | None = {}
+
+# True in the grader's check (hpclab.grading.answers.check_cells): a fresh, sandboxed process in
+# which no notebook ran, only the lab's own test cells on plain values, so the analysis may run
+# in it. A second process there cost 0.8 CPU-s per submission (bench/autograde.py, acct, 2026-12-08),
+# a fifth of its grading. Everywhere else (a student's kernel) the fresh process stays.
+COMPUTE_HERE = False
 
 
 def _data_state(folder: Path) -> tuple:
