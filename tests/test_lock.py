@@ -115,3 +115,16 @@ def test_setup_and_classroom_install_from_the_lock():
 def test_the_lock_says_how_to_write_it_again():
     head = (ROOT / "requirements.lock").read_text().splitlines()[:2]
     assert head[1].strip("# ") == "make lock"
+
+
+def test_a_jupyter_process_starts_without_building_iri_parsers():
+    """Is rfc3987-syntax left out of the lock? jsonschema 4.24+ imports it when installed, and it
+    builds 38 Earley parsers at import: 1.4 s of CPU in every student's server and every nbgrader
+    command (pyproject.toml's jsonschema pin says why)."""
+    assert "rfc3987-syntax" not in parse_lock(ROOT / "requirements.lock")
+    import subprocess
+    import sys
+
+    code = "import sys, nbformat, jupyter_server.serverapp; print('rfc3987_syntax' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
