@@ -35,11 +35,12 @@ LAB = "lab-transports"
 
 
 def _machine_busy() -> float:
-    """CPU-seconds the whole machine has spent busy since boot (/proc/stat: all but idle and
-    iowait): what autograde costs, sandboxed processes reaped by others included, when nothing
-    else runs."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    """CPU-seconds the whole machine has spent busy since boot (/proc/stat: user, nice, system,
+    irq and softirq; not idle, iowait or the hypervisor's steal): what autograde costs,
+    sandboxed processes reaped by others included, when nothing else runs."""
+    user, nice, system, _idle, _iowait, irq, softirq = (
+        int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def grade_once(work: Path, runs: dict[str, Path], students: int, jobs: int | None) -> dict:
