@@ -36,7 +36,8 @@ def _known(lab: str) -> None:
 
 def reference(lab: str, lab_dir: str | Path = ".") -> dict:
     """Expected answers of a lab, recomputed from its packed runs by hpclab's analysis in a fresh
-    Python process (in the grader's check, which is one: in it). Returns a dict (keys per lab; times in us, rates in MB/s, sizes in bytes).
+    Python process (the grader's check, itself one, computes them in place). Returns a dict (keys
+    per lab; times in us, rates in MB/s, sizes in bytes).
     Raises HpclabError (AssertionError-free) when the data are missing or not a real run's."""
     _known(lab)
     folder = Path(lab_dir).resolve()

@@ -752,8 +752,8 @@ def measure_lab(btls: dict, experiment_name: str = "lab-transports", **run_optio
         todo = {role: btl for role, btl in todo.items() if lab_fit_unusable(done[role].path)}
         if not todo:
             break
-        print(f"the {' and '.join(todo)} run's times give no latency (the machine was busy: its fit put the "
-              "latency below zero, or the times did not grow with the size)"
+        print(f"the {' and '.join(todo)} run's times give no latency (its fit put the latency below zero, "
+              "or the times did not grow with the size: what a busy machine does to a ping-pong)"
               + ("; measuring again" if attempt + 1 < LAB_ATTEMPTS else
                  f"; {LAB_ATTEMPTS} runs did so: measure when it is quieter"))
     return done
