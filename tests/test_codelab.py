@@ -476,6 +476,35 @@ def test_a_class_of_code_submissions_is_graded_through_nbgrader(tmp_path):
 
 
 @needs_sandbox
+def test_a_release_caches_the_reference_runs_and_finds_a_broken_reference(tmp_path, monkeypatch):
+    """Does releasing a code lab fill the grading account's cache (the course's objects under
+    the libraries the course grades with, a reference run per compared trial), so that its
+    class's autograde starts warm, and does a reference that does not build fail there?"""
+    from hpclab.grading import pipeline
+
+    lab = "code-halo"
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setattr(codelab, "_CACHE_ROOT", cache)
+    monkeypatch.setattr(codelab, "_REFERENCE_RUNS", {})
+    course = pipeline.init_course(tmp_path / "course", labs=[lab])
+    with open(course / "nbgrader_config.py", "a") as fh:
+        fh.write('c.BuildAndRun.libraries = ["openmpi-system"]\n')
+    pipeline.release(course, lab)
+    compared = [t for t in codelab.code_lab(lab).trials if t.compare]
+    assert compared
+    assert len(list(cache.glob("reference-openmpi-system-*.json"))) == len(compared)
+    assert {p.name.split("-")[1] for p in cache.glob("objects-*")} == {"openmpi"}
+    assert not list(cache.glob("*intel*")) and not list(cache.glob("*mpich*"))
+    monkeypatch.setattr(codelab, "_REFERENCE_RUNS", {})
+    monkeypatch.setattr(codelab, "_reference_files", lambda build: {n: "not C at all" for n in build.student})
+    for old in cache.glob("reference-*.json"):
+        old.unlink()
+    with pytest.raises(HpclabError, match="reference of code-halo does not build"):
+        codelab.warm(lab, ["openmpi-system"])
+
+
+@needs_sandbox
 def test_own_runs_alternate_the_builds_and_keep_each_sources_hash(tmp_path):
     """Do a student's own timing runs of the ping-pong lab run the course's kernel and their
     program in turn (A B, then B A), each kept with the SHA-256 of what built it, their times

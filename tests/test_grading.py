@@ -210,6 +210,16 @@ def test_new_course_has_an_exchange_nbgrader_accepts(tmp_path, monkeypatch):
     pipeline._sh(course, "list")  # raises when nbgrader finds no usable exchange
 
 
+def test_a_release_warms_code_labs_under_the_libraries_the_course_names(tmp_path):
+    """Does release read the libraries a course grades code labs under from its own
+    nbgrader_config.py: every installed one by default, the named ones when it names some?"""
+    course = pipeline.init_course(tmp_path / "class", labs=("lab-transports",))
+    assert pipeline._graded_libraries(course) is None
+    with open(course / "nbgrader_config.py", "a") as fh:
+        fh.write('c.BuildAndRun.libraries = ["openmpi-system"]\n')
+    assert pipeline._graded_libraries(course) == ["openmpi-system"]
+
+
 def test_shared_exchange_is_left_to_its_administrator(tmp_path, monkeypatch):
     """With NBGRADER_EXCHANGE set (a JupyterHub's shared folder), is nothing made next to the course?"""
     monkeypatch.setenv("NBGRADER_EXCHANGE", str(tmp_path / "shared"))

@@ -918,6 +918,25 @@ def _reference_run(code: model.CodeLab, lib, trial: model.Trial) -> Run:
     return _REFERENCE_RUNS[key]
 
 
+def warm(lab: str, names: list[str] | None = None) -> int:
+    """Fill this user's cache for code lab `lab` before any submission arrives: the course's
+    objects of every build and the reference's run of every compared trial, under every library
+    grade() uses (or those `names`d), as grade() would make them for its first submission. Run at
+    release, so that a room's autograde starts warm and a reference that fails its trials is
+    found before students submit (HpclabError, as grade() raises it). Returns the reference
+    runs now cached."""
+    code = code_lab(lab)
+    cached = 0
+    for n, lib in enumerate(libraries(names)):
+        mine = [t for t in code.trials if n == 0 or t.everywhere]
+        for build_name in dict.fromkeys(t.build for t in mine):
+            _course_objects(lib, code.build(build_name))
+        for trial in (t for t in mine if t.compare):
+            _reference_run(code, lib, trial)
+            cached += 1
+    return cached
+
+
 def _build_check(part_names, lib, build, log) -> list[model.Check]:
     errors = [l for l in log.splitlines() if "error" in l.lower()][:6] or log.strip().splitlines()[-6:]
     return [model.Check(part, f"build ({build.name}) with {lib.name}'s mpicc", False, measured="compiler errors",

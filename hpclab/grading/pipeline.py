@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from hpclab.core import commands, paths
@@ -142,10 +143,30 @@ def _install_kernel(course: Path) -> None:
 
 def release(course_dir: str | Path, lab: str) -> Path:
     """Generate the student version of a lab (nbgrader generate_assignment): solutions and hidden
-    tests removed, checksums recorded in the gradebook. Returns release/<lab>/."""
+    tests removed, checksums recorded in the gradebook. A code lab's course objects and
+    reference runs are made then too, in this account's cache (hpclab.grading.codelab.warm;
+    HpclabError when the reference fails its trials). Returns release/<lab>/."""
     course = Path(course_dir).resolve()
     _sh(course, "generate_assignment", lab)
+    if lab in lessons.code_labs() and sandbox.mode() is not None:
+        # made now, not by the first submission: the class's autograde starts warm, and a
+        # reference that fails its trials is found before any student submits
+        t0 = time.monotonic()
+        print(f"hpclab: {lab}: the course's objects and the reference's runs, for the grading account's cache ...",
+              file=sys.stderr, flush=True)
+        runs = codelab.warm(lab, _graded_libraries(course))
+        print(f"hpclab: {lab}: {runs} reference run(s) cached ({time.monotonic() - t0:.1f} s)", file=sys.stderr)
     return course / "release" / lab
+
+
+def _graded_libraries(course: Path) -> list[str] | None:
+    """The MPI libraries the course's nbgrader_config.py grades code labs under
+    (c.BuildAndRun.libraries), or None for every installed one."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    names = config.BuildAndRun.get("libraries") if "BuildAndRun" in config else None
+    return list(names) if names else None
 
 
 def collect(course_dir: str | Path, lab: str, downloads: str | Path) -> list[str]:
