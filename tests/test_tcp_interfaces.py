@@ -69,6 +69,23 @@ def test_mpich_on_one_node_pins_libfabric_only():
     assert lib.tcp_environment(2, "eth0") == {"FI_TCP_IFACE": "eth0", "UCX_NET_DEVICES": "eth0"}
 
 
+def test_mpich_between_virtual_nodes_keeps_ucx_off_shared_memory():
+    """Between the embedded cluster's virtual nodes (one kernel), does an MPICH job keep UCX on
+    TCP (its shared memory reaches every process of the machine, whatever its node), while a job on
+    one node, a site whose nodes are real machines, and a spec's own UCX_TLS are left as they are?"""
+    local, real = load_site("local"), load_site("example-cluster")
+    assert local.nodes_share_a_kernel and not real.nodes_share_a_kernel
+
+    def env(site, nodes, **kw):
+        return templates.job_environment(make_spec(kernel="pingpong", nodes=nodes, ntasks=2, mpi="mpich-5.0.2", **kw), site)
+
+    assert env(local, 2)["UCX_TLS"] == "tcp,self"
+    assert "UCX_TLS" not in env(local, 1) and "UCX_TLS" not in env(real, 2)
+    assert env(local, 2, env={"UCX_TLS": "sm,self"})["UCX_TLS"] == "sm,self"
+    assert all("UCX_TLS" not in templates.job_environment(make_spec(kernel="pingpong", nodes=2, ntasks=2, mpi=m), local)
+               for m in (None, "openmpi-5.0.11", "intel-mpi-2021.19"))
+
+
 def test_the_interface_that_sent_the_bytes_is_named(tmp_path):
     """From /proc/net/dev before and after, is the interface that sent most (from 1 MB on) named,
     'none' for a run whose messages crossed no interface, and None when nothing was counted?"""

@@ -151,7 +151,8 @@ def _sbatch_line(key: str, value: str) -> str:
 def job_environment(spec: Spec, site: Site | None = None) -> dict[str, str]:
     """Variables exported in the job script: the site's env, the variables that keep the MPI
     library's TCP on the interface the site names for the job's place (one node: the loopback;
-    several: the network joining them), OpenMP settings, OMPI_MCA_<name> for each MCA selection
+    several: the network joining them), those that keep ranks of different nodes off shared
+    memory where the nodes share one kernel (the embedded cluster's virtual nodes), OpenMP settings, OMPI_MCA_<name> for each MCA selection
     (read by Open MPI under srun and mpirun alike), the variables that make the spec's MPI
     library (mpi:) report what carried the messages, the spec's env (last: a spec may override)."""
     return _environment_of(spec, site, _library(spec))
@@ -163,6 +164,8 @@ def _environment_of(spec: Spec, site: Site | None, lib: mpi_libraries.MpiLibrary
     if site is not None:  # a job without mpi: runs the system Open MPI (or the site's module of it)
         pinned = lib or mpi_libraries.get(mpi_libraries.SYSTEM)
         env.update(pinned.tcp_environment(spec.nodes, site.tcp_interface(spec.nodes)))
+        if spec.nodes > 1 and site.nodes_share_a_kernel:
+            env.update(pinned.apart_env)
     if lib is not None:
         env.update(lib.report_env)
     if spec.oversubscribe:

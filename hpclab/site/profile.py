@@ -80,6 +80,9 @@ class Site:
     # the interface TCP should use, by place ("on_node", "between_nodes"); a place not named is
     # left to the library (each library's record says how it is told: tcp_pin)
     tcp_interfaces: dict = field(default_factory=dict)
+    # the nodes are virtual nodes of one machine (one kernel, one /dev/shm): a library that finds
+    # its shared-memory peers by the machine would carry messages between them through memory
+    nodes_share_a_kernel: bool = False
     source: Path | None = None
 
     def partition_names(self) -> list[str]:
@@ -185,6 +188,7 @@ def load_site(name_or_path: str | os.PathLike | None = None) -> Site:
         modulepath=tuple(data.get("modulepath", [])),
         mpi_libraries=tuple(SiteMpi(**m) for m in data.get("mpi_libraries", [])),
         tcp_interfaces=dict(data.get("tcp_interfaces", {})),
+        nodes_share_a_kernel=bool(data.get("nodes_share_a_kernel", False)),
         source=path,
     )
 
