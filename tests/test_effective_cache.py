@@ -123,3 +123,21 @@ def test_the_plan_sizes_from_the_probe_and_says_so():
     assert "measured to use" in measured.case and "notebook 00" in measured.case and "measured to use" not in plain.case
     other = ec.judge(2 * llc, "elsewhere", [{**r, "bytes": 2 * r["bytes"]} for r in rows])
     assert sizing.plan(topo, llc_cap=0, probe=other).llc_bytes == plain.llc_bytes   # another node's probe
+
+
+def test_in_room_mode_the_recordings_probe_sizes_the_lessons(tmp_path, monkeypatch):
+    """A student's kernel in room mode sizes the lessons as the instructor's recording did: is
+    the probe the recording holds read before the one in the checkout's build/, and is the
+    build/'s read outside room mode or when the recording holds none?"""
+    from hpclab.runs import recorded
+
+    built, rec = tmp_path / "build-probe.json", tmp_path / "recording"
+    rec.mkdir()
+    monkeypatch.setattr(ec, "record_path", lambda: built)
+    ec.save(ec.judge(315 * MB, "checkout", VM), built)
+    monkeypatch.setenv(recorded.ENV, str(rec))
+    assert ec.load(315 * MB).host == "checkout"          # the recording holds no probe
+    ec.save(ec.judge(315 * MB, "instructor", VM), rec / recorded.PROBE)
+    assert ec.load(315 * MB).host == "instructor"
+    monkeypatch.delenv(recorded.ENV)
+    assert ec.load(315 * MB).host == "checkout"

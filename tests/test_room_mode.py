@@ -229,6 +229,20 @@ def test_a_recording_lists_per_notebook_the_runs_it_made(tmp_path, monkeypatch):
     assert not (tmp_path / "elsewhere").exists()
 
 
+def test_a_recording_keeps_the_cache_probe_its_lessons_were_sized_with(tmp_path, monkeypatch):
+    """Does the recording copy notebook 00's cache probe (build/cache-probe.json), readable by the
+    students, so that their kernels size the lessons as the recorded runs were sized?"""
+    from hpclab.analysis import effective_cache
+
+    probe = effective_cache.record_path()   # this test's own (tests/conftest.py)
+    probe.write_text('{"hwloc_llc": 1}\n')
+    _executes_by_making_runs(monkeypatch, {NOTEBOOK: "02-transports"})
+    folder = tmp_path / "recording"
+    making.record(folder, [paths.repo() / NOTEBOOK], by="instructor1")
+    kept = folder / recorded.PROBE
+    assert kept.read_text() == probe.read_text() and kept.stat().st_mode & 0o777 == 0o644
+
+
 def test_up_on_a_recording_writes_room_mode_and_names_it_in_the_servers_environment(tmp_path, monkeypatch):
     """Does opening a room on a recording write room-mode.json (its notebooks, the students' own),
     put HPCLAB_RECORDED in the spawner's environment, and then answer a student's call from it?"""

@@ -31,6 +31,7 @@ from hpclab.analysis import phrases, stats
 from hpclab.core import paths
 from hpclab.core.errors import HpclabError
 from hpclab.core.io import write_atomic
+from hpclab.runs import recorded
 
 # The probe's working sets (three arrays together) are hwloc's last-level cache times these; the
 # largest is the memory-speed reference. A sixteenth stays in any cache worth the name, so its gain
@@ -189,8 +190,9 @@ def save(probe: Probe, path: Path | None = None) -> Path:
 
 def load(hwloc_llc: int, path: Path | None = None) -> Probe | None:
     """The recorded probe of a node whose hwloc last-level cache is hwloc_llc bytes; None when
-    there is none (or it was taken on a node with another cache, or is unreadable)."""
-    path = path or record_path()
+    there is none (or it was taken on a node with another cache, or is unreadable). In room mode
+    the recording's probe comes first: the recorded runs were sized with it."""
+    path = path or recorded.probe_path() or record_path()
     try:
         data = json.loads(path.read_text())
         probe = Probe(**data)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import getpass
 import os
+import shutil
 from pathlib import Path
 
+from hpclab.analysis import effective_cache
 from hpclab.classroom.layout import ClassroomLayout
 from hpclab.core import commands, paths
 from hpclab.core.errors import HpclabError
@@ -65,6 +67,10 @@ def record(folder: Path, notebooks: list[Path], by: str | None = None) -> tuple[
 
     with commands.inherited_environment({"HPCLAB_RUNS": str(runs_root)}):  # the notebooks' kernels' runs
         report = runner.run_course(notebooks, out_dir=folder / "course", each=note)
+    probe = effective_cache.record_path()
+    if probe.is_file():   # what the lessons were sized with: the students' kernels size theirs alike
+        shutil.copyfile(probe, folder / recorded.PROBE)
+        (folder / recorded.PROBE).chmod(0o644)
     recorded.write_recording(folder, by or recorder(), made, course_root=str(paths.repo()))
     return report, made
 

@@ -13,6 +13,7 @@ students' own, are submitted as anywhere else.
     <recording>/            root's, readable by every account
       recording.json        who recorded and when, from which checkout; per notebook its runs
       room-mode.json        written by `classroom up`: the notebooks the room reads, what is its own
+      cache-probe.json      the cache probe the recorded lessons were sized with (PROBE), if any
       runs/                 the run folders (HPCLAB_RUNS while recording)
       course/               the course runner's report of the recording (executed notebooks, times)
 
@@ -40,6 +41,10 @@ ENV = "HPCLAB_RECORDED"            # the recording's folder, in a room's servers
 SESSION_ENV = "JPY_SESSION_NAME"   # the notebook a kernel was opened for (set by jupyter_server)
 RUN_FIELDS = ("repetitions", "time", "site", "partition")
 RECORDING, ROOM_MODE = "recording.json", "room-mode.json"
+# The cache probe the recording's lessons were sized with (notebook 00's build/cache-probe.json,
+# copied at record time): a student's kernel sizes them from it too, or its specs would not be
+# the recorded ones (this VM: 170,000 against 340,000 elements of an in-cache run without it).
+PROBE = "cache-probe.json"
 COURSE = "{course}"
 ENDED = ("completed", "failed", "timeout", "cancelled")
 
@@ -293,6 +298,14 @@ def active() -> Recording | None:
     if cached is None or cached[0] != stamp:
         _active[folder] = (stamp, Recording(Path(folder)))
     return _active[folder][1]
+
+
+def probe_path() -> Path | None:
+    """In room mode, the cache probe the instructor's recording was sized with; None outside
+    room mode or when the recording holds none."""
+    folder = os.environ.get(ENV)
+    path = Path(folder) / PROBE if folder else None
+    return path if path is not None and path.is_file() else None
 
 
 def whose(run_id: str) -> str | None:
