@@ -135,7 +135,7 @@ def test_wrong_password_and_foreign_accounts_are_refused(room):
 @pytest.mark.classroom
 def test_a_student_server_runs_as_the_student_in_their_home(room):
     """Does a student who logs in with their password get a server running as their uid, with
-    HPCLAB_RUNS in their home, the course notebooks in their copy, and a kernel that runs code as
+    HPCLAB_RUNS and HPCLAB_OUTPUT in their home, the course notebooks in their copy, and a kernel that runs code as
     them? Is it counted by status and gone, with its cgroup, when stopped?"""
     lay, _ = room
     user, uid, home = "student01", accounts.uid("student01"), accounts.home("student01")
@@ -152,10 +152,12 @@ def test_a_student_server_runs_as_the_student_in_their_home(room):
         course_notebooks = {p.name for p in (lay.course / "notebooks").glob("*.ipynb")}
         assert course_notebooks and course_notebooks <= {p.name for p in (home / "hpclab/notebooks").iterdir()}
         assert all(p.stat().st_uid == uid for p in (home / "hpclab/notebooks").iterdir())
-        run = c.execute("import os; print(os.getuid(), os.environ['HPCLAB_RUNS'], os.environ['SLURM_CONF'])")
-        got_uid, runs, slurm_conf = run.stdout.split()
+        run = c.execute("import os; print(os.getuid(), os.environ['HPCLAB_RUNS'], os.environ['SLURM_CONF'], "
+                        "os.environ['HPCLAB_OUTPUT'])")
+        got_uid, runs, slurm_conf, output = run.stdout.split()
         assert int(got_uid) == uid
         assert runs == str(ClassroomLayout.student_runs(home)) and Path(runs).is_dir()
+        assert output == str(ClassroomLayout.student_output(home))   # the course copy's build/ is not theirs
         assert Path(slurm_conf).is_file()
         assert hub.running_servers(lay) >= 1
         assert f"{hub.running_servers(lay)} servers running" in hub.status(lay)[0]

@@ -38,6 +38,23 @@ def test_collect_lists_every_claim_and_marks_unrecorded_ones(tmp_path, monkeypat
     assert "<table>" in fidelity.html_table(rows)
 
 
+def test_the_ledger_goes_where_the_user_may_write(tmp_path, monkeypatch):
+    """A room's student cannot write the course copy's build/: with HPCLAB_OUTPUT set (their
+    server sets it), does a notebook's row go there, and does the course run's own ledger
+    (HPCLAB_FIDELITY_DIR) still come first?"""
+    from hpclab.core import paths
+
+    monkeypatch.delenv(fidelity.LEDGER_ENV, raising=False)
+    monkeypatch.delenv(paths.OUTPUT_ENV, raising=False)
+    assert fidelity.ledger_dir() == paths.build_dir() / "fidelity"
+    monkeypatch.setenv(paths.OUTPUT_ENV, str(tmp_path / "mine"))
+    assert paths.output_dir() == tmp_path / "mine"
+    fidelity.record(fidelity.make_row("numa", "1 NUMA node", "not shown", "single NUMA node", ["r1"]))
+    assert (tmp_path / "mine" / "fidelity" / "numa.json").is_file()
+    monkeypatch.setenv(fidelity.LEDGER_ENV, str(tmp_path / "course-run"))
+    assert fidelity.ledger_dir() == tmp_path / "course-run"
+
+
 def _captured_callgrind(ranks: int = 1, tool: str = "callgrind"):
     from hpclab.tools import profilers
 

@@ -178,7 +178,7 @@ def judge(hwloc_llc: int, host: str, rows: list[dict]) -> Probe:
 
 
 def record_path() -> Path:
-    return paths.build_dir() / RECORD
+    return paths.output_dir() / RECORD
 
 
 def save(probe: Probe, path: Path | None = None) -> Path:

@@ -148,6 +148,15 @@ class HubClient:
         r.raise_for_status()
         return r.json()["id"]
 
+    def open_notebook(self, path: str, kernel: str = "python3") -> str:
+        """Open notebook `path` (relative to the server's root) as JupyterLab does, through the
+        sessions API: its kernel knows which notebook it serves (JPY_SESSION_NAME), which room
+        mode reads. Returns the kernel's id (delete_kernel ends it)."""
+        r = self.api("POST", "api/sessions", json={"path": path, "name": path.rsplit("/", 1)[-1],
+                                                     "type": "notebook", "kernel": {"name": kernel}})
+        r.raise_for_status()
+        return r.json()["kernel"]["id"]
+
     def delete_kernel(self, kernel_id: str) -> None:
         self.api("DELETE", f"api/kernels/{kernel_id}")
 

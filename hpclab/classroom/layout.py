@@ -91,6 +91,12 @@ class ClassroomLayout:
         return Path(home) / "hpclab"
 
     @staticmethod
+    def student_output(home: Path) -> Path:
+        """Where a student's notebooks write what they make besides runs (HPCLAB_OUTPUT in their
+        server: hpclab.core.paths.output_dir); the course copy's build/ is read-only to them."""
+        return Path(home) / "hpclab" / "build"
+
+    @staticmethod
     def student_runs(home: Path) -> Path:
         """A student's runs root (HPCLAB_RUNS in their server and jobs)."""
         return Path(home) / "hpclab" / "runs"

@@ -26,6 +26,7 @@ from traitlets import HasTraits, Unicode, default
 
 from hpclab.classroom import accounts, limits
 from hpclab.classroom.layout import ClassroomLayout
+from hpclab.core import paths
 
 DEFAULT_MEM_BYTES = 1 << 30
 # Each student's server listens on a port of its own, from its account's uid: JupyterHub's random
@@ -70,6 +71,7 @@ class ClassroomSpawnerMixin(HasTraits):
     def get_env(self):
         env = super().get_env()
         env["HPCLAB_RUNS"] = str(ClassroomLayout.student_runs(self._home()))
+        env[paths.OUTPUT_ENV] = str(ClassroomLayout.student_output(self._home()))
         return env
 
     async def _copy_course(self) -> None:

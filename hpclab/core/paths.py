@@ -50,6 +50,16 @@ def build_dir() -> Path:
     return REPO / "build"
 
 
+OUTPUT_ENV = "HPCLAB_OUTPUT"
+
+
+def output_dir() -> Path:
+    """Where notebooks write what they make besides runs (fidelity rows, the cache probe, ABI and
+    variant builds, host files): build/, or HPCLAB_OUTPUT where build/ is not the user's to write
+    (a room's students: their servers set it to a folder in their home)."""
+    return Path(os.environ.get(OUTPUT_ENV) or build_dir())
+
+
 def bin_dir() -> Path:
     """C kernels: pingpong, stream, poisson (built by `make -C src`)."""
     return build_dir() / "bin"

@@ -95,7 +95,7 @@ def make_row(claim_id: str, here: str, reproduced: str, why: str, runs=(), *, ev
 
 def ledger_dir() -> Path:
     """Where rows are recorded: the course run's folder, or build/fidelity for interactive use."""
-    return Path(os.environ.get(LEDGER_ENV, paths.build_dir() / "fidelity"))
+    return Path(os.environ.get(LEDGER_ENV) or paths.output_dir() / "fidelity")
 
 
 def record(row: Row) -> Row:

@@ -149,7 +149,7 @@ class Recording:
     # --- the runs --------------------------------------------------------------------------------
 
     def _roots(self) -> list[str]:
-        roots = {str(paths.repo()), str(paths.package_dir().parent)}
+        roots = {str(paths.repo()), str(paths.package_dir().parent), str(paths.output_dir().parent)}
         if self.course_root:
             roots.add(self.course_root)
         return [r for r in roots if r not in ("", "/")]

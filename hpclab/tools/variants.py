@@ -29,11 +29,12 @@ _MACRO = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
 def variant_dir(name: str) -> Path:
-    """build/variants/<name>: the binary in bin/, the objects in obj/."""
+    """<output>/variants/<name> (paths.output_dir: build/ or a room student's own): the binary in
+    bin/, the objects in obj/."""
     if not _NAME.match(name):
         raise HpclabError(f"variant name {name!r} is not a plain folder name",
                           "use letters, digits, '.', '_' or '-', e.g. 'no-prefetch'")
-    return paths.build_dir() / "variants" / name
+    return paths.output_dir() / "variants" / name
 
 
 def build(kernel: str, name: str, defines: dict) -> Path:

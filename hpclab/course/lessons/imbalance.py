@@ -287,7 +287,7 @@ def mapping_specs(px: int, py: int, names: list[str], *, n: int, iters: int, rep
         raise HpclabError(f"{ranks} ranks do not divide evenly over {len(names)} node(s)",
                           "choose a grid whose size is a multiple of the node count")
     layouts = mapping_layouts(px, py, ranks // len(names))
-    folder = paths.build_dir() / "mappings"
+    folder = paths.output_dir() / "mappings"
     folder.mkdir(parents=True, exist_ok=True)
     specs = []
     for label, nodes in layouts.items():

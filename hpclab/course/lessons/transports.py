@@ -367,7 +367,7 @@ def build_abi(out_dir: Path | None = None) -> AbiBuild:
     if builder is None:
         raise HpclabError("no MPI library here has an MPI 5.0 ABI wrapper (mpicc_abi)",
                           "install MPICH 5 beside the system library: make mpi-libraries")
-    out_dir = out_dir or paths.build_dir() / "abi"
+    out_dir = out_dir or paths.output_dir() / "abi"
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = out_dir / "which-library"
     command = [str(builder.bindir / "mpicc_abi"), str(paths.repo() / ABI_SOURCE), "-o", str(exe)]
