@@ -152,9 +152,10 @@ def job_environment(spec: Spec, site: Site | None = None) -> dict[str, str]:
     """Variables exported in the job script: the site's env, the variables that keep the MPI
     library's TCP on the interface the site names for the job's place (one node: the loopback;
     several: the network joining them), those that keep ranks of different nodes off shared
-    memory where the nodes share one kernel (the embedded cluster's virtual nodes), OpenMP settings, OMPI_MCA_<name> for each MCA selection
-    (read by Open MPI under srun and mpirun alike), the variables that make the spec's MPI
-    library (mpi:) report what carried the messages, the spec's env (last: a spec may override)."""
+    memory where the nodes share one kernel (the embedded cluster's virtual nodes), OpenMP
+    settings, OMPI_MCA_<name> for each MCA selection (read by Open MPI under srun and mpirun
+    alike), the variables that make the spec's MPI library (mpi:) report what carried the
+    messages, the spec's env (last: a spec may override)."""
     return _environment_of(spec, site, _library(spec))
 
 
