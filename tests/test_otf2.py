@@ -213,6 +213,17 @@ def test_round_trip_of_a_built_trace_is_exact(tmp_path):
     assert_same_analyses(analyses(trace), analyses(back))
 
 
+def test_the_archive_is_as_readable_as_a_folder_made_beside_it(tmp_path):
+    """A room's students read the archives in the instructor's recording: is the exported folder
+    made with the process's umask, as mkdir would make it, not mkdtemp's 0700?"""
+    old = os.umask(0o022)
+    try:
+        anchor = export_trace(built_trace(), tmp_path / "otf2")
+    finally:
+        os.umask(old)
+    assert anchor.parent.stat().st_mode & 0o777 == 0o755
+
+
 def test_round_trip_of_a_traced_program_is_exact(prog_trace, tmp_path):
     """The same for a real trace with MPI_PROC_NULL calls, wildcard receives, Test polls,
     sub-communicators and CPU times: nothing lost on the way through OTF2?"""

@@ -48,6 +48,11 @@ def export_trace(trace: Trace, folder: str | os.PathLike) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
     try:
         _write(otf2, trace, tmp)
+        # mkdtemp makes it 0700: the archive is as readable as the run folder it sits in (a room's
+        # recording, read by every student's kernel), as a folder made with mkdir would be
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)
         if dest.exists():
             dest.rmdir()  # empty (checked above)
         os.rename(tmp, dest)
