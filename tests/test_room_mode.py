@@ -285,3 +285,14 @@ def test_the_two_commands_parse_as_the_runbook_gives_them():
     args = build_parser().parse_args(["classroom", "up", "--recording", "/tmp/rec", "--own", "02-transports"])
     assert args.func is cli._up and args.recording == Path("/tmp/rec") and args.own == ["02-transports"]
     assert build_parser().parse_args(["classroom", "up"]).recording is None
+
+
+def test_a_run_of_the_recording_is_found_by_its_id_in_room_mode(recording, monkeypatch):
+    """A lesson that opens a run by its id (notebook 05b's subdomain runs) looks in the student's
+    runs: in room mode, is a recorded run found there too, and only in room mode?"""
+    folder, first, _ = recording
+    run_id = first[0].run_id
+    assert RunFolder.open(run_id).path == first[0].folder.path
+    monkeypatch.delenv(recorded.ENV)
+    with pytest.raises(HpclabError, match="no run folder"):
+        RunFolder.open(run_id)

@@ -37,6 +37,7 @@ from typing import Any, Iterator
 from hpclab.core import paths
 from hpclab.core.io import write_atomic
 from hpclab.core.errors import HpclabError
+from hpclab.runs import recorded   # room mode: RunFolder.open finds the instructor's runs too
 
 # Kinds of folders besides experiment runs: {kind: folder under runs/}.
 KINDS = {"profile": "_profiles", "session": "_interactive", "variants": "_variants"}
@@ -150,14 +151,17 @@ class RunFolder:
     @classmethod
     def open(cls, ref: str | Path, root: Path | None = None, marker: str = "status.json") -> "RunFolder":
         """A run folder from a path, '<experiment>/<run-id>', or a bare run id (searched under
-        root). marker: the file or folder that makes a folder count ('trace' for a traced run
-        whatever wrote it). HpclabError when nothing or more than one folder matches."""
+        root; in room mode, without root, in the recording's runs too). marker: the file or
+        folder that makes a folder count ('trace' for a traced run whatever wrote it).
+        HpclabError when nothing or more than one folder matches."""
+        room = recorded.active() if root is None else None
         root = Path(root or paths.runs_dir())
+        roots = [root] + ([room.runs_root] if room is not None else [])
         p = Path(ref)
-        for cand in (p, root / p):
+        for cand in (p, *(r / p for r in roots)):
             if (cand / marker).exists():
                 return cls(cand)
-        matches = [d for d in root.glob(f"*/{ref}*") if (d / marker).exists()]
+        matches = [d for r in roots for d in r.glob(f"*/{ref}*") if (d / marker).exists()]
         if len(matches) == 1:
             return cls(matches[0])
         if len(matches) > 1:
