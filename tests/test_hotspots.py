@@ -438,3 +438,24 @@ def test_profile_job_step_comes_from_the_one_builder(runs_root):
     assert env["OMP_NUM_THREADS"] == "1"
     folder = profilers._new_folder("06-hotspots")
     assert folder.parent == runs_root / KINDS["profile"] / "06-hotspots" and not any(folder.iterdir())
+
+
+def test_the_profiling_binary_is_built_where_the_user_may_write(tmp_path, monkeypatch):
+    """A room's student cannot write the course copy's build/: with HPCLAB_OUTPUT set (their
+    server sets it), are the profiling binary and its objects made there?"""
+    from hpclab.core import commands
+
+    monkeypatch.setenv(paths.OUTPUT_ENV, str(tmp_path / "mine"))
+    made = []
+
+    def make(argv, what, **kw):
+        made.append(argv)
+        exe = Path(next(a.split("=", 1)[1] for a in argv if a.startswith("BINDIR="))) / "poisson"
+        exe.parent.mkdir(parents=True)
+        exe.write_text("")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(commands, "run", make)
+    exe = profilers.profiling_binary(rebuild=True)
+    assert exe == tmp_path / "mine" / "profile" / "bin" / "poisson"
+    assert f"OBJDIR={tmp_path / 'mine' / 'profile' / 'obj' / 'poisson'}" in made[0]

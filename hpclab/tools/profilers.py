@@ -119,17 +119,18 @@ def tools() -> pd.DataFrame:
 
 
 def profiling_binary(rebuild: bool = False) -> Path:
-    """The solver built for callgrind: build/profile/bin/poisson (PROFILE_OPTFLAGS), made from
-    src/poisson with the ordinary Makefile into its own folders. Built when missing, when
-    `rebuild`, or when the sources are newer. Returns its path; HpclabError if make fails."""
-    root = paths.repo()
-    exe = root / "build" / "profile" / "bin" / "poisson"
+    """The solver built for callgrind: <output>/profile/bin/poisson (PROFILE_OPTFLAGS; output is
+    build/, or a room student's own: paths.output_dir), made from src/poisson with the ordinary
+    Makefile into its own folders. Built when missing, when `rebuild`, or when the sources are
+    newer. Returns its path; HpclabError if make fails."""
+    root, out = paths.repo(), paths.output_dir() / "profile"
+    exe = out / "bin" / "poisson"
     sources = [*(root / "src" / "poisson").glob("*.[ch]"), *(root / "src" / "common").glob("*.[ch]")]
     fresh = exe.is_file() and all(s.stat().st_mtime <= exe.stat().st_mtime for s in sources)
     if fresh and not rebuild:
         return exe
     argv = ["make", "-s", "-C", str(root / "src" / "poisson"), f"BINDIR={exe.parent}",
-            f"OBJDIR={root / 'build' / 'profile' / 'obj' / 'poisson'}", f"OPTFLAGS={PROFILE_OPTFLAGS}"]
+            f"OBJDIR={out / 'obj' / 'poisson'}", f"OPTFLAGS={PROFILE_OPTFLAGS}"]
     res = commands.run(argv, "build the profiling copy of poisson", timeout=300)
     if res is None or res.returncode != 0 or not exe.is_file():
         msg = (res.stderr.strip().splitlines()[-1] if res and res.stderr.strip() else "make did not finish")
