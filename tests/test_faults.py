@@ -277,13 +277,16 @@ def test_up_resumes_a_drained_node(cluster):
 def test_stopped_waiting_names_the_real_state(runs_root, tmp_path, monkeypatch):
     """hpclab giving up on a running job: is it cancelled with Slurm's last state in the reason
     (running, on which node), never called a timeout? (Real: the words a real squeue gives a running
-    job; the fake's test also covers a held job and Ctrl-C.)"""
+    job; the fake's test also covers a held job and Ctrl-C.) Beside make test's other workers the
+    job may still wait for a core when hpclab gives up (make test, 2026-12-08: pending after 4 s):
+    then Slurm's words for a waiting job are the real state, and are what the reason must say."""
     need("poisson")
     _slow_template(tmp_path, monkeypatch, 300)
     with pytest.raises(HpclabError) as exc:
-        experiment.run(make_spec(POISSON), progress=False, timeout=4)
+        experiment.run(make_spec(POISSON), progress=False, timeout=15)
     text = str(exc.value)
-    assert "state cancelled" in text and "hpclab stopped waiting after 4 s" in text and "running on" in text
+    assert "state cancelled" in text and "hpclab stopped waiting after 15 s" in text
+    assert "running on" in text or "pending (" in text, text
     assert "timeout" not in text.replace("timeout=", "")
     assert "more time" in exc.value.hint
 
