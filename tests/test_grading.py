@@ -218,6 +218,8 @@ def test_a_release_warms_code_labs_under_the_libraries_the_course_names(tmp_path
     with open(course / "nbgrader_config.py", "a") as fh:
         fh.write('c.BuildAndRun.libraries = ["openmpi-system"]\n')
     assert pipeline._graded_libraries(course) == ["openmpi-system"]
+    (course / "nbgrader_config.py").unlink()
+    assert pipeline._graded_libraries(course) is None
 
 
 def test_shared_exchange_is_left_to_its_administrator(tmp_path, monkeypatch):

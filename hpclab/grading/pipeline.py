@@ -164,6 +164,8 @@ def _graded_libraries(course: Path) -> list[str] | None:
     (c.BuildAndRun.libraries), or None for every installed one."""
     from traitlets.config.loader import PyFileConfigLoader
 
+    if not (course / "nbgrader_config.py").is_file():   # nbgrader then runs on its defaults: every library
+        return None
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     names = config.BuildAndRun.get("libraries") if "BuildAndRun" in config else None
     return list(names) if names else None

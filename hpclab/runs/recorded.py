@@ -303,8 +303,8 @@ def active() -> Recording | None:
 def probe_path() -> Path | None:
     """In room mode, the cache probe the instructor's recording was sized with; None outside
     room mode or when the recording holds none."""
-    folder = os.environ.get(ENV)
-    path = Path(folder) / PROBE if folder else None
+    room = active()
+    path = room.folder / PROBE if room is not None else None
     return path if path is not None and path.is_file() else None
 
 
